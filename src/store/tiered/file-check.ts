@@ -236,8 +236,10 @@ export class TieredFileCheck {
     if (read.kind !== 'snapshot') throw new Error(`block ${block.key} read without its contents`);
     const ours = read.affinity === node;
     const byRevision = block.revision !== undefined;
-    if (ours && byRevision && read.revision >= (block.revision ?? 0)) {
-      await passAnnounced(local, block, read);
+    const published = block.revision ?? 0;
+    // Not ours, and the file changed the block after it (gave it up): a restore brought it back (stray-claims.ts).
+    if (byRevision && (ours ? read.revision >= published : read.revision > published)) {
+      if (ours) await passAnnounced(local, block, read);
       return false;
     }
     // Nothing published in a block the file does not know: a claim it never recorded, not a file gone back.
@@ -309,7 +311,7 @@ export class TieredFileCheck {
     const read = await unrecordedIn(local, key, node);
     if (read === undefined) return;
     // One this node never made, in a block another node uses, is given back unused (stray-claims.ts).
-    if (await giveBackStray(tier, claim, node, this.#o.notice)) return;
+    if (await giveBackStray(tier, claim, node, read, this.#o.notice)) return;
     const result = await local.commit(key, read.revision, [{ op: 'claim', node }]);
     if (result.kind === 'committed') this.#unrecorded.add(key);
   }

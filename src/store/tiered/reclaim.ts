@@ -154,8 +154,9 @@ export class ClaimKeeper {
       if (claim.node !== node || claim.offeredTo !== undefined || claim.takenFrom !== undefined) continue;
       if (this.#judged.get(claim.key) === seen || this.#p.claiming?.(claim.key) === true) continue;
       this.#judged.set(claim.key, seen); // a claim edited since has another version: judged again
-      if ((await unrecordedIn(local, claim.key, node)) === undefined) continue;
-      if (await giveBackStray(tier, claim, node, this.#p.notice).catch(() => false)) claims.drop(claim.key);
+      const file = await unrecordedIn(local, claim.key, node);
+      if (file === undefined) continue;
+      if (await giveBackStray(tier, claim, node, file, this.#p.notice).catch(() => false)) claims.drop(claim.key);
     }
   }
 

@@ -8,6 +8,12 @@
  * (found by the soak, issue 38), so it is never used (tiered/ranges.ts lists it as nobody's to hand
  * out from) and is given back, so its owner can claim it again.
  *
+ * A claim of this node resurrected by a restore of the cluster's data is one too: the file gave the
+ * block up after this node's last publication of it (the file's revision of the block is past the
+ * one published), and the cluster went back to before that; the block may be another node's
+ * now, its claim lost with the restore (found by the soak, etcd seed 3943: this node used such a
+ * claim and handed out an address another node's live container held). It is given back unused.
+ *
  * Guarantees: only a claim of exactly this record (uid, version) is removed, never one written since
  * (ClusterTier.unclaim); a claim the guard allows (no other node's publication in use, its owner not
  * alive) is left alone (the file check records it as an empty block, given back after the block
@@ -28,23 +34,45 @@ export async function unrecordedIn(local: Store, key: string, node: string): Pro
 }
 
 /**
- * Gives `claim` (this node's in the cluster, not in its file) back if another node uses its block:
- * true when it must not be used (given back, or changed since: judged again at the next look).
+ * Gives `claim` (this node's in the cluster, not in its file, `file` its block there) back if another
+ * node uses its block, or if the file gave the block up after this node's publication of it: true
+ * when it must not be used (given back, or changed since: judged again at the next look).
  */
 export async function giveBackStray(
   tier: ClusterTier,
   claim: BlockClaim,
   node: string,
+  file: LedgerSnapshot,
   notice: ((message: string) => void) | undefined,
 ): Promise<boolean> {
   const refused = await claimRefusal(tier, claim.key, node);
-  if (refused === undefined) return false;
+  const why =
+    refused === undefined
+      ? await resurrected(tier, claim.key, node, file)
+      : `while node ${refused.owner} published it in use`;
+  if (why === undefined) return false;
   const outcome = await tier.unclaim(claim);
   notice?.(
     `block ${claim.key} is claimed for node ${node} in ${tier.description}, which never recorded claiming it, ` +
-      `while node ${refused.owner} published it in use: ` +
-      `${outcome === 'released' ? 'given back' : `not given back (the claim ${outcome})`}, never used ` +
-      '(an object edited by hand?)',
+      `${why}: ${outcome === 'released' ? 'given back' : `not given back (the claim ${outcome})`}, never used` +
+      `${refused === undefined ? '' : ' (an object edited by hand?)'}`,
   );
   return true;
+}
+
+/** Why `node`'s claim of `key` is older than its file's view of the block; undefined when it is not. */
+async function resurrected(
+  tier: ClusterTier,
+  key: string,
+  node: string,
+  file: LedgerSnapshot,
+): Promise<string | undefined> {
+  const published = await tier.publicationOf(key);
+  if (published?.node !== node || published.loan === true || published.revision === undefined) return undefined;
+  // As new (a kill between the claim's announcement and the file's commit), or newer (the file went back): not it.
+  if (file.revision <= published.revision) return undefined;
+  return (
+    `its file gave the block up (at revision ${file.revision}) after its publication of it (revision ` +
+    `${published.revision}): the cluster's data went back (a restore)`
+  );
 }

@@ -311,4 +311,36 @@ describe('TieredStore: addresses its publication announced, after the file went 
     const refused = await claimRefusal(c.tier, block.key, 'n2');
     assert.match(refused?.reason ?? '', /lists 0 allocations and announces \d+ addresses handed out next/);
   });
+
+  it('never uses a claim of its own that a restore of the cluster brought back after its file gave the block up', async () => {
+    // Found by the soak (etcd, seed 3943): the cluster restored from a snapshot taken while n1 held
+    // the block; n1 had given it back since, and n2 had claimed it and handed out its address. n1,
+    // started on the restored cluster, adopted the block from its own old publication and handed
+    // out the address n2's live container held.
+    const c = cluster(['n1', 'n2']);
+    const r = rangesOf({ range: '10.51.0.0/30', block_size: 30 });
+    const [n1, n2] = c.nodes as [TieredNode, TieredNode];
+    await allocate(n1, r, ['old']);
+    await n1.store.flush();
+    const [snapshot] = (await c.tier.published({ node: 'n1' })).items;
+    assert.ok(snapshot !== undefined);
+    const claimThen = await c.tier.claimOf(snapshot.key);
+    assert.ok(claimThen !== undefined);
+    await n1.allocator.release(owner('old'));
+    assert.deepEqual((await n1.allocator.returnEmptyBlocks(0)).returned, [snapshot.key]);
+    const [held] = await allocate(n2, r, ['live']);
+    assert.equal((await c.tier.claimOf(snapshot.key))?.node, 'n2');
+    // The restore: n2's claim and publication gone, n1's of then back.
+    c.tier.deleteClaim(snapshot.key, { publication: true });
+    c.tier.putBack(claimThen, snapshot);
+    const again = await c.restart(0);
+    await again.store.cluster.owners.adoptClaims(); // the file check, as at the agent's start
+    const status = await again.store.cluster.fileCheck();
+    assert.equal(status.compared, true, JSON.stringify(status));
+    assert.deepEqual(status.adopted, [], 'not adopted from its own older publication');
+    assert.notEqual((await c.tier.claimOf(snapshot.key))?.node, 'n1', 'the resurrected claim is given back');
+    const n1Blocks = (await again.store.ledgers(`${r[0]?.pool}#`)).filter((p) => p.affinity === 'n1');
+    assert.deepEqual(n1Blocks, [], 'n1 records no block of the range');
+    assert.ok(held !== undefined && held !== '');
+  });
 });

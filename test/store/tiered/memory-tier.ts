@@ -221,6 +221,17 @@ export class MemoryTier implements ClusterTier {
     this.#s.touchRange(rangePoolOfKey(key));
   }
 
+  /**
+   * Puts a claim (and its publication) back as they stood when read, as a restore of the cluster's
+   * data from a snapshot taken then does: for tests of claims resurrected by a restore.
+   */
+  putBack(claim: BlockClaim, publication?: PublishedBlock): void {
+    this.#s.claims.set(claim.key, claim);
+    if (publication !== undefined) this.#s.published.set(claim.key, publication);
+    this.#s.touchRange(rangePoolOfKey(claim.key));
+    this.#s.changedClaim(claim.node);
+  }
+
   /** Removes a node's address request as someone else would (a hand edit, a tool): for tests of lost grants. */
   deleteRequest(pool: string, node: string): void {
     const request = this.#s.requests.get(`${pool}\0${node}`);
