@@ -90,16 +90,19 @@ let watching = false;
 function watchSignals(): void {
   if (watching) return;
   watching = true;
-  for (const [signal, number] of [
-    ['SIGTERM', 15],
-    ['SIGINT', 2],
-    ['SIGHUP', 1],
-  ] as const) {
-    process.once(signal, () => {
-      cleanUp();
-      process.exit(128 + number);
-    });
-  }
+  for (const [signal, number] of STOP_SIGNALS) process.once(signal, () => killAllAndExit(number));
+}
+
+/** The signals a file is stopped by from outside, with their numbers (the exit code is 128 + it). */
+const STOP_SIGNALS = [
+  ['SIGTERM', 15],
+  ['SIGINT', 2],
+  ['SIGHUP', 1],
+] as const;
+
+function killAllAndExit(signalNumber: number): never {
+  cleanUp();
+  process.exit(128 + signalNumber);
 }
 
 /**
@@ -110,19 +113,11 @@ function watchSignals(): void {
 export function stopOnSignals(stop: (signal: NodeJS.Signals) => void): void {
   watching = true;
   let stopping = false;
-  for (const [signal, number] of [
-    ['SIGTERM', 15],
-    ['SIGINT', 2],
-    ['SIGHUP', 1],
-  ] as const) {
+  for (const [signal, number] of STOP_SIGNALS) {
     process.on(signal, () => {
-      if (!stopping) {
-        stopping = true;
-        stop(signal);
-        return;
-      }
-      cleanUp();
-      process.exit(128 + number);
+      if (stopping) killAllAndExit(number);
+      stopping = true;
+      stop(signal);
     });
   }
 }

@@ -59,6 +59,20 @@ function open(endpoints: readonly string[], notices: string[] = []): Promise<Etc
 const RANGE = '10.81.0.0/24';
 const blockOf = (third: number) => `${RANGE}#10.81.0.${third}/28`;
 
+/**
+ * Announces w1 and claims two blocks, allocating in each: one before the store starts (read when
+ * its watches open) and one after (watched from its claim's own revision); the two blocks.
+ */
+async function claimAroundStart(store: EtcdTieredStore): Promise<[string, string]> {
+  await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
+  const early = blockOf(0);
+  const late = blockOf(16);
+  await claimAndAllocate(store, early);
+  store.start();
+  await claimAndAllocate(store, late);
+  return [early, late];
+}
+
 /** Describes the range (blocks of /28), claims `block` for w1 and allocates its first address. */
 async function claimAndAllocate(store: EtcdTieredStore, block: string): Promise<void> {
   const description = {
@@ -108,12 +122,7 @@ describe('the etcd tier learns from watches', () => {
     const notices: string[] = [];
     const store = await open(etcd.endpoints, notices);
     try {
-      await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
-      const early = blockOf(0);
-      const late = blockOf(16);
-      await claimAndAllocate(store, early); // read when the watch opens
-      store.start();
-      await claimAndAllocate(store, late); // watched from the claim's own revision
+      const [early, late] = await claimAroundStart(store);
       for (const block of [early, late]) {
         // The watch may still be opening: deleted until it tells, each time the claim is made again.
         const uid = await deleteByHand(store, block);
@@ -131,12 +140,7 @@ describe('the etcd tier learns from watches', () => {
   it('never leaves a publication key deleted by hand unwritten while its block is idle: written again at the next run', async () => {
     const store = await open(etcd.endpoints);
     try {
-      await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
-      const early = blockOf(0);
-      const late = blockOf(16);
-      await claimAndAllocate(store, early); // read when the watch opens
-      store.start();
-      await claimAndAllocate(store, late); // watched from the claim's index key's revision
+      const [early, late] = await claimAroundStart(store);
       // Published with its claim (announcing the address taken since: tiered/claim-announcements.ts).
       const publication = async (block: string) =>
         (await raw.get(`${prefixOf(store)}${publishedRecord(block)}`).exec()).kvs[0]?.mod_revision;
