@@ -61,16 +61,7 @@ describe("the kubernetes store's soak plan", () => {
         s.kind === 'store' ? s.action : s.kind,
       ),
     );
-    const drawn = [
-      'api-stop',
-      'watch-cut',
-      'api-restore',
-      'api-recover',
-      'claim-delete',
-      'publication-delete',
-      'claim-edit',
-      'lease-delete',
-    ];
+    const drawn = ['api-stop', 'watch-cut', 'api-restore', 'api-recover', 'claim-delete', 'claim-edit', 'lease-delete'];
     for (const kind of [...drawn, 'kill', 'restore-state']) assert.ok(kinds.has(kind), `${kind} drawn in 200 faults`);
   });
 });
