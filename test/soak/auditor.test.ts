@@ -67,6 +67,21 @@ function witnessed(index: number, records: Record<string, string>): ReturnType<t
   return { ...node(index, records), witness, told };
 }
 
+/**
+ * One node's sandbox p0s0 at 10.0.0.1, seen live by the auditor, then proven gone by its netns: the
+ * node (its file still holding the record) and the auditor, for a test to say how the release comes.
+ */
+function sweptOnce(): { n: ReturnType<typeof witnessed>; auditor: Auditor } {
+  const truth = new GroundTruth();
+  const n = witnessed(0, { p0s0: '10.0.0.1' });
+  const auditor = new Auditor([n], truth, 10_000);
+  const s = truth.newSandbox(0, 0);
+  truth.markLive(s, '10.0.0.1');
+  auditor.check();
+  truth.markGone(s, 'netns', Date.now());
+  return { n, auditor };
+}
+
 describe('the soak auditor', () => {
   it('finds two live sandboxes of one node on one address, and not two nodes on one address', () => {
     const truth = new GroundTruth();
@@ -225,13 +240,7 @@ describe('the soak auditor', () => {
   });
 
   it("waits at the end for the line of a release the last look saw, still in the agent's pipe", async () => {
-    const truth = new GroundTruth();
-    const n = witnessed(0, { p0s0: '10.0.0.1' });
-    const auditor = new Auditor([n], truth, 10_000);
-    const s = truth.newSandbox(0, 0);
-    truth.markLive(s, '10.0.0.1');
-    auditor.check();
-    truth.markGone(s, 'netns', Date.now());
+    const { n, auditor } = sweptOnce();
     n.write({});
     auditor.check();
     auditor.final();
@@ -270,13 +279,7 @@ describe('the soak auditor', () => {
   });
 
   it('takes a release observed across a kill -9 of its agent as committed before its line could be written', () => {
-    const truth = new GroundTruth();
-    const n = witnessed(0, { p0s0: '10.0.0.1' });
-    const auditor = new Auditor([n], truth, 10_000);
-    const s = truth.newSandbox(0, 0);
-    truth.markLive(s, '10.0.0.1');
-    auditor.check();
-    truth.markGone(s, 'netns', Date.now());
+    const { n, auditor } = sweptOnce();
     n.told.kills.push(Date.now());
     n.write({});
     auditor.check();
@@ -287,13 +290,7 @@ describe('the soak auditor', () => {
 
   it('takes a release whose agent was killed just after it as committed with its line still in the buffer', async () => {
     // Found by the short soak (seed 3801): a kill -9 20 ms after the release took its line along.
-    const truth = new GroundTruth();
-    const n = witnessed(0, { p0s0: '10.0.0.1' });
-    const auditor = new Auditor([n], truth, 10_000);
-    const s = truth.newSandbox(0, 0);
-    truth.markLive(s, '10.0.0.1');
-    auditor.check();
-    truth.markGone(s, 'netns', Date.now());
+    const { n, auditor } = sweptOnce();
     n.write({});
     auditor.check();
     n.told.kills.push(Date.now() + 20);
