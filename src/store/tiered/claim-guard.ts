@@ -15,14 +15,16 @@
  * lists nothing, may be claimed. Reading the liveness costs a listing of the live nodes, made only
  * for a block that has a stray publication: a block given back normally has none.
  */
-import type { ClusterTier } from './cluster-tier.ts';
+import type { ClusterTier, PublishedBlock } from './cluster-tier.ts';
 
 export async function claimRefusal(
   tier: ClusterTier,
   key: string,
   node: string,
+  /** The block's publication, when the caller read it already. */
+  read?: { readonly published: PublishedBlock | undefined },
 ): Promise<{ readonly reason: string; readonly owner: string } | undefined> {
-  const published = await tier.publicationOf(key);
+  const published = read === undefined ? await tier.publicationOf(key) : read.published;
   if (published === undefined || published.node === node || published.loan === true) return undefined;
   const owner = published.node;
   const listed = Math.max(published.counts.allocated, published.allocations.length);

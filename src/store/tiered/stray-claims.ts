@@ -19,7 +19,7 @@
  * alive) is left alone (the file check records it as an empty block, given back after the block
  * grace); each give-back is told once, naming the block and the node whose publication kept it.
  */
-import type { BlockClaim, ClusterTier } from './cluster-tier.ts';
+import type { BlockClaim, ClusterTier, PublishedBlock } from './cluster-tier.ts';
 import type { LedgerSnapshot, Store } from '../store.ts';
 import { claimRefusal } from './claim-guard.ts';
 
@@ -45,11 +45,10 @@ export async function giveBackStray(
   file: LedgerSnapshot,
   notice: ((message: string) => void) | undefined,
 ): Promise<boolean> {
-  const refused = await claimRefusal(tier, claim.key, node);
+  const published = await tier.publicationOf(claim.key); // read once: both judgements below ask it
+  const refused = await claimRefusal(tier, claim.key, node, { published });
   const why =
-    refused === undefined
-      ? await resurrected(tier, claim.key, node, file)
-      : `while node ${refused.owner} published it in use`;
+    refused === undefined ? resurrected(published, node, file) : `while node ${refused.owner} published it in use`;
   if (why === undefined) return false;
   const outcome = await tier.unclaim(claim);
   notice?.(
@@ -60,14 +59,8 @@ export async function giveBackStray(
   return true;
 }
 
-/** Why `node`'s claim of `key` is older than its file's view of the block; undefined when it is not. */
-async function resurrected(
-  tier: ClusterTier,
-  key: string,
-  node: string,
-  file: LedgerSnapshot,
-): Promise<string | undefined> {
-  const published = await tier.publicationOf(key);
+/** Why `node`'s claim is older than its file's view of the block (`published`: its publication); undefined if not. */
+function resurrected(published: PublishedBlock | undefined, node: string, file: LedgerSnapshot): string | undefined {
   if (published?.node !== node || published.loan === true || published.revision === undefined) return undefined;
   // As new (a kill between the claim's announcement and the file's commit), or newer (the file went back): not it.
   if (file.revision <= published.revision) return undefined;
