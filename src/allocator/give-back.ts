@@ -13,9 +13,9 @@
  * lock, so it never races an allocation of this process in the same range; a failure for one block
  * is reported and the others are still tried; a block given back for a request holds no allocation
  * and no address still resting (its cooldown is kept: a rest ends before another node may take the
- * address). On a two-tier store, this node's claims its store
- * never recorded (the agent died between the cluster's claim and the local commit) are recorded as
- * its empty blocks first (Store.cluster.owners.adoptClaims), so they are given back after the grace too.
+ * address). On a two-tier store, this node's claims its store never recorded (the agent died between
+ * the cluster's claim and the local commit, or a restore of the cluster's data brought them back) are
+ * given back first, unused (Store.cluster.owners.settleClaims: the file check, once per start).
  */
 import type { Clock } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
@@ -65,9 +65,9 @@ export class EmptyBlockGiveBack {
     // How long a block has been empty is measured on the monotonic clock, never by two wall-clock readings.
     const now = clock.monotonic();
     // Claims of this node its store never recorded (a crash between the claim and the local commit)
-    // become its empty blocks first, so their grace runs from here like any other's. Never throws:
-    // a comparison that could not run says why in status, and the next run tries it again.
-    await store.cluster?.owners.adoptClaims();
+    // are given back first, unused. Never throws: a comparison that could not run says why in
+    // status, and the next run tries it again.
+    await store.cluster?.owners.settleClaims();
     const mine = (await store.ledgers()).filter((p) => p.affinity === node && isBlockKey(p.ledger));
     const seen = new Set<string>();
     for (const summary of mine) {

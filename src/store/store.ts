@@ -162,10 +162,11 @@ export interface BlockOwners {
   /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */
   forgetNode(node: string): Promise<string[]>;
   /**
-   * Records this node's claims its store lacks (a crash before the local commit) as empty blocks,
-   * once per start: the comparison of the node's file with the cluster's (tiered/file-check.ts).
+   * Gives back, unused, this node's claims its store lacks (a crash before the local commit, a restore
+   * of the cluster's data), once per start: the comparison of the node's file with the cluster's
+   * (tiered/file-check.ts).
    */
-  adoptClaims(): Promise<void>;
+  settleClaims(): Promise<void>;
 }
 
 /**

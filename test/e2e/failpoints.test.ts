@@ -6,8 +6,9 @@
  * (the cluster's objects, the nodes' answers, the journal directory):
  * - claim-unrecorded (a block claimed in the cluster, not yet in the node's file), on the fake
  *   Kubernetes API server and on a real etcd: the ADD in flight fails with a CNI error, never an
- *   address; the block stays the node's (another node never takes it or its addresses), the ADD
- *   after the restart is served from it, and the cluster's claims are the nodes' blocks, none leaked;
+ *   address; the block stays the node's while it is away (another node never takes it or its
+ *   addresses), is given back unused at its restart and claimed afresh by its ADD, and the cluster's
+ *   claims are the nodes' blocks, none leaked;
  * - publication-unwritten (a block changed, its picture not yet published): the restart's first
  *   publication writes the block as the file holds it, the allocation the cluster never saw
  *   included (the ADD answered or not: the run that dies may fall before or after its answer);
@@ -128,7 +129,8 @@ async function claimUnrecorded(
   assert.ok(!bBlocks.includes(block), `${b} never allocates in ${a}'s block ${block}: ${bBlocks.join(', ')}`);
   assert.equal((await store.claims(range)).get(block), a, `${block} is still ${a}'s`);
 
-  // Started again without the failpoint: the claim its file never recorded is its own to use.
+  // Started again without the failpoint: the claim its file never recorded is given back unused at its
+  // start, and its ADD claims the block afresh (b holds the other one).
   const nodeA = await store.start(a, { dir: armedA.dir });
   await addServed(nodeA, network, ipam, `${a}-1`);
   assert.deepEqual(
@@ -190,7 +192,7 @@ describe('agents dying in a crash window (failpoints), started again on their st
       await api?.stop();
     });
 
-    it('claim-unrecorded: the ADD fails, the block stays the node’s, its ADD after the restart is served from it', async (t) => {
+    it('claim-unrecorded: the ADD fails, the block stays the node’s, given back at its restart and claimed afresh', async (t) => {
       await claimUnrecorded(
         {
           start,
@@ -349,7 +351,7 @@ describe('agents dying in a crash window (failpoints), started again on their st
       await etcd?.stop();
     });
 
-    it('claim-unrecorded: the ADD fails, the block stays the node’s, its ADD after the restart is served from it', async (t) => {
+    it('claim-unrecorded: the ADD fails, the block stays the node’s, given back at its restart and claimed afresh', async (t) => {
       const args = (node: string) => [
         '--node-name',
         node,

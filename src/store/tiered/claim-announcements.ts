@@ -22,6 +22,8 @@ import type { CommitResult } from '../store.ts';
 export class ClaimAnnouncements {
   /** Blocks whose claim is being committed and announced: allocations in them wait. */
   readonly #pending = new Map<string, Promise<void>>();
+  /** Blocks whose claim commits are under way (`committing`), and how many. */
+  readonly #committing = new Map<string, number>();
   /** Blocks claimed whose announcement could not be written, and why: refused until written. */
   readonly #unwritten = new Map<string, string>();
 
@@ -66,9 +68,25 @@ export class ClaimAnnouncements {
     return this.#unwritten.get(key);
   }
 
+  /**
+   * Runs `commit`, a claim commit of block `key` from before its claim in the cluster to its record in
+   * the file: `claiming(key)` is true throughout, so the claim keeper never takes the claim made for
+   * an unrecorded one and gives it back (tiered/stray-claims.ts).
+   */
+  async committing<T>(key: string, commit: () => Promise<T>): Promise<T> {
+    this.#committing.set(key, (this.#committing.get(key) ?? 0) + 1);
+    try {
+      return await commit();
+    } finally {
+      const left = (this.#committing.get(key) ?? 1) - 1;
+      if (left === 0) this.#committing.delete(key);
+      else this.#committing.set(key, left);
+    }
+  }
+
   /** Whether a claim of block `key` is being committed and announced now. */
   claiming(key: string): boolean {
-    return this.#pending.has(key);
+    return this.#pending.has(key) || this.#committing.has(key);
   }
 
   /** Block `key`'s publication was written: an announcement that failed is made. */

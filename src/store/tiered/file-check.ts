@@ -18,11 +18,9 @@
  * - a block the file does not know as this node's (claimed after the copy was taken) is adopted:
  *   its affinity is recorded with its published allocations, so it is not taken for an empty block;
  * - a claim of this node that the file does not know and that no publication of this node lists
- *   addresses in (the cluster's claim made, the agent dead before the file's commit: a kill -9
- *   between the two) is recorded as this node's empty block: listed, used, and given back once it
- *   has stayed empty for the block grace (allocator/give-back.ts), instead of stranded; unless another
- *   node published the block in use (the claimer's guard, tiered/claim-guard.ts, refuses it): this
- *   node never claimed it (an object edited by hand), and it is given back unused;
+ *   addresses in (a kill -9 between the cluster's claim and the file's commit, a restore of the
+ *   cluster's data, an object edited by hand) is given back unused (tiered/stray-claims.ts): the
+ *   file holds nothing in its block, and the block may be another node's;
  * - where the file holds a published address for another owner, or the published owner at another
  *   address of the range: with the publication newer by revision, the file's record is stale (that
  *   owner released it after the copy was taken) and is replaced; a publication that names no
@@ -45,8 +43,8 @@ import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { FileCheckStatus } from '../cluster.ts';
-import type { BlockClaim, ClusterTier, PublishedBlock } from './cluster-tier.ts';
-import { giveBackStray, unrecordedIn } from './stray-claims.ts';
+import type { ClusterTier, PublishedBlock } from './cluster-tier.ts';
+import { giveBackUnrecorded, unrecordedIn } from './stray-claims.ts';
 import type { AcceptReport, LedgerOp, Membership, Store } from '../store.ts';
 import { ANNOUNCED_NETWORK, announcedOps, passAnnounced, releaseAnnounced } from './announced.ts';
 import { PAGE_LIMIT } from './ranges.ts';
@@ -75,8 +73,6 @@ export class TieredFileCheck {
   /** The records written from publications, by pool and address. */
   readonly #restored = new Map<string, Allocation>();
   readonly #adopted = new Set<string>();
-  /** Claims the file never recorded, recorded as empty blocks. */
-  readonly #unrecorded = new Set<string>();
   readonly #merged = new Set<string>();
   readonly #disagreements = new Set<string>();
   /** Block → why no address is handed out in it until an operator accepts. */
@@ -204,12 +200,10 @@ export class TieredFileCheck {
       // A withheld block keeps its newer publication: the next start finds it again, until accepted.
       if ((await this.#merge(block)) && !this.#withheld.has(block.key)) await this.#o.publish(block.key);
     }
-    for (const claim of claims) await this.#recordUnrecorded(claim);
-    if (this.#unrecorded.size > 0)
-      this.#o.notice?.(
-        `node ${node} holds claims its store did not record (claimed just before the agent stopped): ` +
-          `${[...this.#unrecorded].join(', ')}; recorded as empty blocks, given back after the block grace`,
-      );
+    for (const claim of claims) {
+      const file = await unrecordedIn(this.#o.local, claim.key, node);
+      if (file !== undefined) await giveBackUnrecorded(tier, claim, node, file, this.#o.notice);
+    }
     const restored = this.#restored.size;
     const announced =
       this.#announced === 0
@@ -298,22 +292,6 @@ export class TieredFileCheck {
     if (!ours) this.#adopted.add(block.key);
     this.#merged.add(block.key);
     return true;
-  }
-
-  /**
-   * Records claim `key` as this node's empty block when the file neither knows it as this node's nor
-   * holds an address in it (a publication that listed some was merged above, which records it).
-   * It is published by the publisher's first run, which publishes every block this node holds.
-   */
-  async #recordUnrecorded(claim: BlockClaim): Promise<void> {
-    const { local, tier, node } = this.#o;
-    const key = claim.key;
-    const read = await unrecordedIn(local, key, node);
-    if (read === undefined) return;
-    // One this node never made, in a block another node uses, is given back unused (stray-claims.ts).
-    if (await giveBackStray(tier, claim, node, read, this.#o.notice)) return;
-    const result = await local.commit(key, read.revision, [{ op: 'claim', node }]);
-    if (result.kind === 'committed') this.#unrecorded.add(key);
   }
 
   /**

@@ -191,8 +191,8 @@ async function summaries(
 /**
  * Whose to hand out from claim `c` is, for placement: its node's; in a handover (tiered/handover.ts)
  * held but nobody's yet; one naming this node that its file (once compared) does not record
- * claiming held but not this node's (a claim it never made: stray-claims.ts; its own are recorded
- * before use, and the file check records those a crash or a lost file left unrecorded).
+ * claiming held but not this node's (a claim it never recorded, given back unused: stray-claims.ts;
+ * its own are recorded before use).
  */
 function affinityOf(c: BlockClaim, node: string, recorded: boolean): string {
   if (c.offeredTo !== undefined || c.takenFrom !== undefined) return `${c.node} (handing over)`;

@@ -18,8 +18,9 @@
  *   it are placeholders of addresses lent to that node) is let go of here, never claimed again;
  * - while the cluster cannot take the claim (away, or the tier refused it), the block stays out
  *   of use here and the next check tries again.
- * A claim naming this node that its file does not record claiming, in a block another node uses, is
- * given back at the check that first sees it (tiered/stray-claims.ts: never made by this node).
+ * A claim naming this node that its file does not record claiming, in a block where it holds nothing,
+ * is given back unused at the check that first sees it, unless this node is committing a claim of
+ * that block now (tiered/stray-claims.ts: a restore of the cluster's data, an object edited by hand).
  * Each outcome is told to `notice` once per block and outcome. The keeper also applies the
  * claimer's guard (tiered/claim-guard.ts: `mayClaim`) and gives this node's claims back (`unclaim`).
  */
@@ -30,7 +31,7 @@ import type { BlockClaim, ClusterTier, RangeRecord } from './cluster-tier.ts';
 import type { CommitResult, LedgerOp, Revision, Store } from '../store.ts';
 import { claimRefusal } from './claim-guard.ts';
 import { handedOver } from './handover.ts';
-import { giveBackStray, unrecordedIn } from './stray-claims.ts';
+import { giveBackUnrecorded, unrecordedIn } from './stray-claims.ts';
 import type { TieredClaims } from './claims.ts';
 
 export interface ClaimKeeperParts {
@@ -144,8 +145,8 @@ export class ClaimKeeper {
   }
 
   /**
-   * This node's claims its file does not record claiming, each judged once (by uid and version):
-   * one in a block another node uses was never made by this node, and is given back (stray-claims.ts).
+   * This node's claims its file does not record claiming, each judged once (by uid and version), and
+   * given back unused (stray-claims.ts); a claim this node is committing now is left to that commit.
    */
   async #strays(): Promise<void> {
     const { local, claims, tier, node } = this.#p;
@@ -156,7 +157,10 @@ export class ClaimKeeper {
       this.#judged.set(claim.key, seen); // a claim edited since has another version: judged again
       const file = await unrecordedIn(local, claim.key, node);
       if (file === undefined) continue;
-      if (await giveBackStray(tier, claim, node, file, this.#p.notice).catch(() => false)) claims.drop(claim.key);
+      const outcome = await giveBackUnrecorded(tier, claim, node, file, this.#p.notice).catch(() => undefined);
+      if (outcome === undefined)
+        this.#judged.delete(claim.key); // the cluster away: judged again next time
+      else claims.drop(claim.key);
     }
   }
 

@@ -37,7 +37,7 @@
  *   cluster away, or a tier that has none), each check lists this node's claims and reads its spaces;
  * - before its first allocation or claim in a block, the node's file is compared with what it
  *   published (tiered/file-check.ts): until then those commits throw TRY_AGAIN saying why; a claim
- *   of this node the file never recorded is recorded there as an empty block;
+ *   of this node the file never recorded, in a block where it holds nothing, is given back unused;
  * - `cluster.handover` hands a block over to the node holding its addresses in use (tiered/handover.ts).
  *
  * Admission (AdmissionGuard) across nodes, without a request per ADD: `spaces` are the cluster's;
@@ -175,7 +175,7 @@ export class TieredStore implements Store {
         ),
         holders: () => this.tier.claimHolders(),
         forgetNode: (node) => forgetNodeBlocks(this.tier, node),
-        adoptClaims: () => this.#publisher.fileCheck.run(),
+        settleClaims: () => this.#publisher.fileCheck.run(),
       },
       records: o.tier,
       fileCheck: () => this.#publisher.fileCheck.status(),

@@ -1,25 +1,26 @@
 /**
- * A claim naming this node that this node never made: the cluster says the block is this node's,
- * its file does not record claiming it, and another node published the block in use. Every claim
- * this node makes passes the claimer's guard first (tiered/claim-guard.ts: never a block another
- * node published in use, nor one of a live node), so such a claim was written by someone else: an
- * object edited by hand (a WarrenBlock's `spec.node`, an etcd claim key's value), or re-created by
- * hand under the wrong name. Using it would hand out addresses the other node's containers hold
- * (found by the soak, issue 38), so it is never used (tiered/ranges.ts lists it as nobody's to hand
- * out from) and is given back, so its owner can claim it again.
- *
- * A claim of this node resurrected by a restore of the cluster's data is one too: the file gave the
- * block up after this node's last publication of it (the file's revision of the block is past the
- * one published), and the cluster went back to before that; the block may be another node's
- * now, its claim lost with the restore (found by the soak, etcd seed 3943: this node used such a
- * claim and handed out an address another node's live container held). It is given back unused.
+ * A claim naming this node that its file does not record claiming, and in whose block the file holds
+ * nothing: the cluster says the block is this node's, the node never recorded it. It is never used,
+ * and it is given back at the first look (the file check at the store's start, the claim keeper's
+ * checks while it runs), so a node that holds addresses in the block can claim it again. Its node
+ * loses nothing: its file holds no address there. What makes such a claim:
+ * - a kill between the cluster's claim and the file's commit (tiered/claim-commit.ts): the claim
+ *   was announced, no address of the block handed out yet; given back, the block is free again;
+ * - a restore of the cluster's data from an older copy: the claim is one this node gave up since,
+ *   and the block may be another node's now, its claim and publication lost with the restore.
+ *   Found by the soak twice (etcd seed 3943): once with this node's old publication still there
+ *   (its file's revision of the block past it), once with none at all, when this node's file check
+ *   recorded the claim as an empty block and handed out the address another node's live container
+ *   held. Nothing in the cluster tells these apart from the first case, so both are given back;
+ * - an object edited by hand (a WarrenBlock's `spec.node`, an etcd claim key's value), or
+ *   re-created by hand under the wrong name: often in a block another node published in use, whose
+ *   addresses its containers hold (tiered/claim-guard.ts would have refused this node the claim).
  *
  * Guarantees: only a claim of exactly this record (uid, version) is removed, never one written since
- * (ClusterTier.unclaim); a claim the guard allows (no other node's publication in use, its owner not
- * alive) is left alone (the file check records it as an empty block, given back after the block
- * grace); each give-back is told once, naming the block and the node whose publication kept it.
+ * (ClusterTier.unclaim); each give-back is told once, naming the block and why it is judged so.
+ * tiered/ranges.ts lists such a claim as nobody's to hand out from while it stands.
  */
-import type { BlockClaim, ClusterTier, PublishedBlock } from './cluster-tier.ts';
+import type { BlockClaim, ClusterTier, PublishedBlock, UnclaimResult } from './cluster-tier.ts';
 import type { LedgerSnapshot, Store } from '../store.ts';
 import { claimRefusal } from './claim-guard.ts';
 
@@ -34,29 +35,30 @@ export async function unrecordedIn(local: Store, key: string, node: string): Pro
 }
 
 /**
- * Gives `claim` (this node's in the cluster, not in its file, `file` its block there) back if another
- * node uses its block, or if the file gave the block up after this node's publication of it: true
- * when it must not be used (given back, or changed since: judged again at the next look).
+ * Gives `claim` (this node's in the cluster, not in its file, `file` its block there) back, unused:
+ * the outcome of the give-back (`changed` or `gone`: judged again at the next look, never used either).
  */
-export async function giveBackStray(
+export async function giveBackUnrecorded(
   tier: ClusterTier,
   claim: BlockClaim,
   node: string,
   file: LedgerSnapshot,
   notice: ((message: string) => void) | undefined,
-): Promise<boolean> {
+): Promise<UnclaimResult> {
   const published = await tier.publicationOf(claim.key); // read once: both judgements below ask it
   const refused = await claimRefusal(tier, claim.key, node, { published });
   const why =
-    refused === undefined ? resurrected(published, node, file) : `while node ${refused.owner} published it in use`;
-  if (why === undefined) return false;
+    refused !== undefined
+      ? `while node ${refused.owner} published it in use (an object edited by hand?)`
+      : (resurrected(published, node, file) ??
+        "claimed just before its agent stopped, or brought back by a restore of the cluster's data");
   const outcome = await tier.unclaim(claim);
+  const done = outcome === 'released' ? 'given back' : `not given back (the claim ${outcome})`;
   notice?.(
-    `block ${claim.key} is claimed for node ${node} in ${tier.description}, which never recorded claiming it, ` +
-      `${why}: ${outcome === 'released' ? 'given back' : `not given back (the claim ${outcome})`}, never used` +
-      `${refused === undefined ? '' : ' (an object edited by hand?)'}`,
+    `block ${claim.key} is claimed for node ${node} in ${tier.description}, which never recorded claiming it ` +
+      `and holds nothing in it, ${why}: ${done}, never used`,
   );
-  return true;
+  return outcome;
 }
 
 /** Why `node`'s claim is older than its file's view of the block (`published`: its publication); undefined if not. */

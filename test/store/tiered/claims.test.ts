@@ -4,8 +4,8 @@
  * it; a wrong judgment never wedges a range; the node holding addresses in a block claims it again
  * when its claim vanishes, or halts the range when another node took it; a claimer never takes a
  * block whose vanished owner's publication lists allocations or whose owner is alive; and a claim
- * the node's store never recorded (a crash between the claim and the local commit) is recorded and
- * given back after the grace. Started, a store learns of a vanished claim and a retired range from
+ * the node's store never recorded (a crash between the claim and the local commit, a restore of the
+ * cluster's data) is given back unused. Started, a store learns of a vanished claim and a retired range from
  * the tier's watches (issue 36), judges no claim a lagging watch does not show yet, and asks nothing
  * while idle. On the memory tier with injected clocks; the same on real agents is in
  * test/e2e/claims-vanish.test.ts, and on the fake API server in test/store/tiered/kube.test.ts.
@@ -367,37 +367,75 @@ describe('TieredStore: a claim edited by hand to name another node (issue 38)', 
   });
 });
 
-describe('TieredStore: a claim its store never recorded (the agent died between the two)', () => {
-  it('is recorded as an empty block, listed, and given back after the block grace', async () => {
+describe('TieredStore: a claim its store never recorded (a crash between the two, a restore of the cluster)', () => {
+  /** Claims block `key` of `r`'s range for `node` in the cluster alone, as a kill -9 before the file's commit leaves it. */
+  async function claimInClusterOnly(c: TieredCluster, r: ReturnType<typeof rangesOf>, key: string, node: string) {
+    const range = r[0];
+    assert.ok(range);
+    const subnet = range.pool.split('#')[0] ?? '';
+    const record = await c.tier.pinRange({
+      pool: range.pool,
+      space: 'v4',
+      subnet,
+      first: '',
+      last: '',
+      blockPrefix: 28,
+    });
+    const claim = await c.tier.claim(record, key, node);
+    assert.ok(claim);
+    return claim;
+  }
+
+  it('is given back unused at the start, never recorded as an empty block', async () => {
     const c = cluster(['n1']);
     const [n1] = c.nodes;
     assert.ok(n1);
     const r = rangesOf({ range: '10.47.0.0/24', block_size: 28 });
     await n1.allocator.allocate({ owner: owner('a'), ranges: r });
-    const range = r[0];
-    assert.ok(range);
-    // The cluster's claim made, the local commit never: as a kill -9 between them leaves it.
-    const stranded = `${range.pool}#10.47.0.16/28`;
-    const record = await c.tier.pinRange({
-      pool: range.pool,
-      space: 'v4',
-      subnet: '10.47.0.0/24',
-      first: '',
-      last: '',
-      blockPrefix: 28,
-    });
-    assert.ok(await c.tier.claim(record, stranded, 'n1'));
+    const stranded = `${r[0]?.pool}#10.47.0.16/28`;
+    await claimInClusterOnly(c, r, stranded, 'n1');
     const again = await c.restart(0);
-    const grace = 60_000;
-    assert.deepEqual(await again.allocator.returnEmptyBlocks(grace), { returned: [], errors: [] });
-    assert.equal((await again.store.ledgers()).find((p) => p.ledger === stranded)?.affinity, 'n1', 'listed as held');
+    assert.deepEqual(await again.allocator.returnEmptyBlocks(60_000), { returned: [], errors: [] });
+    assert.equal(await c.tier.claimOf(stranded), undefined, 'given back');
+    assert.notEqual((await again.store.ledgers()).find((p) => p.ledger === stranded)?.affinity, 'n1', 'not recorded');
     assert.ok(
-      again.notices.some((m) => m.includes(stranded) && m.includes('did not record')),
+      again.notices.some((m) => m.includes(stranded) && m.includes('never recorded claiming it')),
       again.notices.join('\n'),
     );
-    c.clock.advance(grace);
-    assert.deepEqual(await again.allocator.returnEmptyBlocks(grace), { returned: [stranded], errors: [] });
-    assert.equal(await c.tier.claimOf(stranded), undefined, 'given back');
+  });
+
+  it('is given back unused at the next check of a running node (a restore of the cluster brought it back)', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.46.0.0/24', block_size: 28 });
+    await n1.allocator.allocate({ owner: owner('a'), ranges: r }); // serving, its file compared
+    const back = `${r[0]?.pool}#10.46.0.32/28`;
+    await claimInClusterOnly(c, r, back, 'n1');
+    await n1.store.check();
+    assert.equal(await c.tier.claimOf(back), undefined, 'given back, with no publication of another node in it');
+    assert.ok(
+      n1.notices.some((m) => m.includes(back) && m.includes('never used')),
+      n1.notices.join('\n'),
+    );
+  });
+
+  it('never takes a standing claim of its own as made by its commit: gives it back, and claims afresh', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.45.0.0/24', block_size: 28 });
+    await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = `${r[0]?.pool}#10.45.0.48/28`;
+    const standing = await claimInClusterOnly(c, r, key, 'n1');
+    const at = (await n1.store.readLedger(key)).revision;
+    const first = await n1.store.commit(key, at, [{ op: 'claim', node: 'n1' }]);
+    assert.equal(first.kind, 'conflict');
+    assert.match(first.kind === 'conflict' ? first.reason : '', /never recorded .*given back, never used/);
+    assert.equal(await c.tier.claimOf(key), undefined);
+    const second = await n1.store.commit(key, at, [{ op: 'claim', node: 'n1' }]);
+    assert.equal(second.kind, 'committed');
+    assert.notEqual((await c.tier.claimOf(key))?.uid, standing.uid, 'a claim of its own making');
   });
 });
 

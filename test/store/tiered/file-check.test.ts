@@ -334,7 +334,7 @@ describe('TieredStore: addresses its publication announced, after the file went 
     c.tier.deleteClaim(snapshot.key, { publication: true });
     c.tier.putBack(claimThen, snapshot);
     const again = await c.restart(0);
-    await again.store.cluster.owners.adoptClaims(); // the file check, as at the agent's start
+    await again.store.cluster.owners.settleClaims(); // the file check, as at the agent's start
     const status = await again.store.cluster.fileCheck();
     assert.equal(status.compared, true, JSON.stringify(status));
     assert.deepEqual(status.adopted, [], 'not adopted from its own older publication');
@@ -342,5 +342,39 @@ describe('TieredStore: addresses its publication announced, after the file went 
     const n1Blocks = (await again.store.ledgers(`${r[0]?.pool}#`)).filter((p) => p.affinity === 'n1');
     assert.deepEqual(n1Blocks, [], 'n1 records no block of the range');
     assert.ok(held !== undefined && held !== '');
+  });
+
+  it('never uses a claim of its own that a restore of the cluster brought back with no publication of it', async () => {
+    // Found by the soak (etcd, seed 3943, step 368): the cluster restored from a snapshot taken while
+    // n1 held the block's claim and no publication of its own; n1 had given the block back since, and
+    // n2 had claimed it and handed out its address. n1's file check, on the restored cluster, recorded
+    // the claim as an empty block of its own and handed out the address n2's live container held.
+    const c = cluster(['n1', 'n2']);
+    const r = rangesOf({ range: '10.52.0.0/30', block_size: 32 });
+    const [n1, n2] = c.nodes as [TieredNode, TieredNode];
+    const [first] = await allocate(n1, r, ['old']);
+    await n1.store.flush();
+    const key = (await n1.store.ledgers(`${r[0]?.pool}#`)).find((p) => p.affinity === 'n1')?.ledger ?? '';
+    const claimThen = await c.tier.claimOf(key);
+    assert.ok(claimThen !== undefined);
+    await n1.allocator.release(owner('old'));
+    assert.deepEqual((await n1.allocator.returnEmptyBlocks(0)).returned, [key]);
+    const held = await allocate(n2, r, ['live']);
+    assert.ok(held.includes(first ?? ''), `n2 holds ${first} now: ${held.join(', ')}`);
+    await n2.store.flush();
+    // The restore: n2's claim and publication gone, n1's claim of then back, with no publication.
+    c.tier.deleteClaim(key, { publication: true });
+    c.tier.putBack(claimThen);
+    const again = await c.restart(0);
+    await again.store.cluster.owners.settleClaims(); // the file check, as at the agent's start
+    assert.notEqual((await c.tier.claimOf(key))?.node, 'n1', 'the resurrected claim is given back, unused');
+    assert.ok(
+      again.notices.some((m) => m.includes(`block ${key}`) && m.includes('never used')),
+      again.notices.join('\n'),
+    );
+    await n2.store.check(); // its claim vanished and it holds addresses there: it claims it again (its accept)
+    assert.equal((await c.tier.claimOf(key))?.node, 'n2');
+    const mine = await allocate(again, r, ['x']).catch((): string[] => []);
+    assert.ok(!mine.includes(first ?? ''), `n1 never hands out ${first}, which n2's container holds`);
   });
 });
