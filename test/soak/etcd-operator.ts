@@ -5,7 +5,8 @@
  * down when etcd goes back (a node killed a step before) and come back steps later:
  * - while the recovery marker stands (read from etcd: the `recovery` key), `warren status --json` on
  *   each node, and `warren store accept` on each that answers and either stopped on the lost store
- *   (again if it stopped again) or is one the marker waits for (once per recovery).
+ *   (again if it stopped again) or is one the marker waits for (again while it does: an accept that
+ *   could not claim every block of its node again leaves it there, docs/recovery.md).
  * Nothing is run while no marker stands: an idle look is one etcd read a second.
  *
  * What it saw goes to the run's log; an accept that names a CONFLICT is counted in the report's
@@ -108,8 +109,9 @@ export class EtcdOperator {
       const socket = join(node.stateDir, 'warren.sock');
       const problem = (await clusterProblem(socket))?.problem;
       if (problem === undefined) continue; // not answering (down), or nothing to do
-      // A node stopped is accepted, again if it stopped again; one the marker waits for, once.
-      const waitedFor = pending.includes(node.name) && !this.#accepted.has(node.name);
+      // A node stopped is accepted, again if it stopped again; one the marker waits for, again while it
+      // does (an accept that could not claim all its blocks again leaves its node on the marker).
+      const waitedFor = pending.includes(node.name);
       if (!waitedFor && !stoppedOnLostStore(problem)) continue;
       const out = await warren(socket, 'store', 'accept');
       const said = `${out.stdout}${out.stderr}`.trim().replace(/\s+/g, ' ');

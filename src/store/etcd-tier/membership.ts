@@ -31,7 +31,7 @@ import type { EtcdContinuity } from './continuity.ts';
 import { claimantOf, nodeKey, recordOf, taskKey } from './announcements.ts';
 import { type FollowKey, FollowedKeys } from './followed-keys.ts';
 import type { EtcdRecovery } from './recovery.ts';
-import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
+import { type Recovery, joinRecovery, settled } from '../tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
 import { describeInstance, goneFromThisBoot } from '../membership.ts';
 
@@ -138,8 +138,8 @@ export class EtcdMembership implements Membership {
     const waitedFor = (await this.#o.recovery.read())?.pending.includes(announced.node) === true;
     const report =
       lost || waitedFor ? await this.#o.republish(announced.node) : { addresses: 0, blocks: 0, conflicts: [] };
-    // Its blocks are claimed again: this node no longer holds the cluster in recovery.
-    await this.#o.recovery.leave(announced.node);
+    // Its blocks are claimed again: this node no longer holds the cluster in recovery (recovery.ts `settled`).
+    if (settled(report)) await this.#o.recovery.leave(announced.node);
     return report;
   }
 

@@ -42,7 +42,7 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
-import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
+import { type Recovery, joinRecovery, settled } from '../tiered/recovery.ts';
 import type { AcceptReport, AliveQuestion, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
 import type { KubeClusterState } from './cluster-state.ts';
 import { watchAnnouncement } from './announcement-watch.ts';
@@ -161,7 +161,8 @@ export class LeaseMembership implements Membership {
     this.#held = undefined;
     await this.#claim();
     const report = lost ? await this.#o.republish(a.node) : { addresses: 0, blocks: 0, conflicts: [] };
-    await this.#o.state.leave(a.node); // its blocks claimed again, it no longer holds the cluster in recovery
+    // Its blocks claimed again, it no longer holds the cluster in recovery (tiered/recovery.ts `settled`).
+    if (settled(report)) await this.#o.state.leave(a.node);
     return report;
   }
 

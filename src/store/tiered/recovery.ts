@@ -14,12 +14,19 @@
  * accepts the store on it (`warren store accept`: its blocks are claimed again first) or forgets it
  * (`warren node forget`: its blocks are given up); the last one to leave removes the marker.
  *
+ * An accept that could not claim every block of its node again (another node's claim stands there:
+ * often one a restore brought back, which its node gives back unused at its next check,
+ * tiered/stray-claims.ts) leaves its node on the marker: until it is, another node could claim such a
+ * block afresh and hand out the addresses this node's containers hold (found by the soak, etcd seed
+ * 3943). The operator accepts again once the conflicts are gone (`warren store accept` names them).
+ *
  * The marker names the nodes that noticed the loss, and the nodes the store still names when the
  * first one writes it (announced, or holding blocks): after a restore from a backup those are the
  * nodes whose claims the backup may lack. A node that was down during the loss and notices at its
  * start (its recorded identity) adds itself then, and writes the marker again if it was removed.
  */
 
+import type { AcceptReport } from '../store.ts';
 import type { Recovery } from '../membership.ts';
 import type { Halt } from './continuity.ts';
 
@@ -45,6 +52,11 @@ export function joined(
 ): Recovery {
   const pending = [...new Set([...(recovery?.pending ?? []), ...nodes])].sort();
   return { since: recovery?.since ?? now, reason: recovery?.reason ?? reason, pending };
+}
+
+/** Whether an accept that wrote back `report` takes its node off the marker: every block claimed again. */
+export function settled(report: AcceptReport): boolean {
+  return report.conflicts.length === 0;
 }
 
 /** The marker without `node`; undefined when no node is left (the marker goes). */

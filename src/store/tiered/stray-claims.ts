@@ -53,6 +53,7 @@ export async function giveBackUnrecorded(
       : (resurrected(published, node, file) ??
         "claimed just before its agent stopped, or brought back by a restore of the cluster's data");
   const outcome = await tier.unclaim(claim);
+  if (outcome === 'gone') return outcome; // given back already (the file check and a check of the keeper both saw it)
   const done = outcome === 'released' ? 'given back' : `not given back (the claim ${outcome})`;
   notice?.(
     `block ${claim.key} is claimed for node ${node} in ${tier.description}, which never recorded claiming it ` +

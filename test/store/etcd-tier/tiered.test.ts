@@ -12,6 +12,7 @@ import { Etcd3 } from 'etcd3';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import type { EtcdClientOptions } from '../../../src/store/etcd-tier/client.ts';
+import { openEtcdTier } from '../../../src/store/etcd-tier/tier.ts';
 import { type EtcdTieredStore, openEtcdTiered } from '../../../src/store/etcd-tier/tiered.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { Store } from '../../../src/store/store.ts';
@@ -235,6 +236,66 @@ describe('an etcd that lost its data under the two-tier store', () => {
       assert.equal(store.pendingPublication, 0, 'published again');
     } finally {
       raw.close();
+      await store.close();
+      await wiped.stop();
+    }
+  });
+
+  it('keeps its node on the recovery marker while another claim stands on a block of its file, and takes it off at the accept that claims them all again', async () => {
+    // Found by the soak (etcd seed 3943): node 2's accept could not claim its block again (a restore had
+    // brought back node 1's older claim of it), left the marker all the same, and node 1, once it gave
+    // that claim back, claimed the block afresh and handed out the address node 2's container held.
+    const wiped = await startEtcd(1);
+    const where = fresh();
+    const store = await open(where, { endpoints: wiped.endpoints });
+    const other = await openEtcdTier({ endpoints: wiped.endpoints, prefix: where.prefix, leaseSeconds: 15 });
+    try {
+      await store.cluster.membership.announce('n1', { since: 1, version: 'test', instance: 'i-marker' });
+      const range = '10.78.0.0/24@marker';
+      const block = `${range}#10.78.0.0/28`;
+      const description = { subnet: '10.78.0.0/24', first: '10.78.0.1', last: '10.78.0.254', capacity: '254' };
+      await store.commit(range, 0, [
+        { op: 'describe', description: { ...description, cooldownSeconds: 0, blockPrefix: 28 } },
+      ]);
+      assert.equal((await store.commit(block, 0, [{ op: 'claim', node: 'n1' }])).kind, 'committed');
+      const read = await store.readLedger(block);
+      const allocation = {
+        pool: block,
+        address: '10.78.0.1',
+        network: 'net',
+        containerID: 'c1',
+        ifname: 'eth0',
+        node: 'n1',
+        createdAt: 1,
+      };
+      await store.commit(block, read.revision, [{ op: 'allocate', allocation }]);
+      await store.flush();
+      await wiped.wipe(wiped.members[0] as NonNullable<(typeof wiped.members)[0]>);
+      await store.ping();
+      assert.ok(store.cluster.membership.halted());
+      await store.cluster.membership.keepRecovery(); // the marker written, as the agent's upkeep does
+      assert.deepEqual(store.cluster.membership.recovery()?.pending, ['n1']);
+      // Another node's claim of the block stands in the store as it is now (a restore brought it back).
+      const pinned = await other.pinRange({
+        pool: range,
+        space: 'v4',
+        subnet: description.subnet,
+        first: '',
+        last: '',
+        blockPrefix: 28,
+      });
+      const stale = await other.claim(pinned, block, 'n2');
+      assert.ok(stale);
+      const first = await store.cluster.membership.accept();
+      assert.equal(first.conflicts.length, 1, JSON.stringify(first));
+      assert.deepEqual(store.cluster.membership.recovery()?.pending, ['n1'], 'n1 stays on the marker');
+      assert.equal(await other.unclaim(stale), 'released'); // its node gives it back, unused
+      const second = await store.cluster.membership.accept();
+      assert.deepEqual(second.conflicts, []);
+      assert.equal((await store.etcd.claimOf(block))?.node, 'n1');
+      assert.equal(store.cluster.membership.recovery(), undefined, 'the last node off removes the marker');
+    } finally {
+      await other.close();
       await store.close();
       await wiped.stop();
     }
