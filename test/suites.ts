@@ -212,6 +212,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/sources/plugins/registration-client.test.ts',
   'test/sources/plugins/socket-watcher.test.ts',
   'test/store/etcd-tier/continuity.test.ts',
+  'test/store/etcd-tier/watch-stream-guard.test.ts',
   'test/store/tiered/continuity.test.ts',
   'test/store/tiered/recovery.test.ts',
   'test/store/etcd-tier/history-reading.test.ts',

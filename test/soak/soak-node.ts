@@ -207,11 +207,16 @@ export class SoakNode {
         // On a cluster store, an agent started on a state directory put back from an older copy
         // does not know the instance that announced the node last, and refuses while that
         // announcement's lease runs: the runtime restarts it (a DaemonSet's crash loop).
-        const refused = /ALREADY_RUNNING: node \S+ is already announced/.test((error as Error).message);
-        if (!refused || Date.now() - spawned > REFUSED_START_BOUND_MS) throw error;
+        const message = (error as Error).message;
+        const refused = /ALREADY_RUNNING: node \S+ is already announced/.test(message);
+        // One that exited by itself before it served is a defect: reported as a crash (the auditor's
+        // violation), and started again as the runtime would, so the run goes on to its verdict.
+        const died = !refused && /the agent did not start: agent exited/.test(message);
+        if ((!refused && !died) || Date.now() - spawned > REFUSED_START_BOUND_MS) throw error;
         // What it released before it refused is in the log the error carries (its start and end).
-        this.releaseLog.follow(this.#incarnation + 1, (error as Error).message, spawned, null);
-        this.startsRefused += 1;
+        this.releaseLog.follow(this.#incarnation + 1, message, spawned, null);
+        if (died) this.crashes.push({ at: Date.now(), what: 'exited before it served', log: message.slice(-3_000) });
+        else this.startsRefused += 1;
         this.#starting = false; // the refused agent has exited: a DEL now is journaled
         await new Promise((resolve) => setTimeout(resolve, RESTART_BACKOFF_MS));
       } finally {

@@ -12,6 +12,8 @@
  *   leaves: an interceptor on every call, unary or stream, whoever made it;
  * - a member that fails is skipped for half a second, and a failed call is tried again on another
  *   member a few times, quickly, so a leader election reads as a short delay, not an outage;
+ * - an answer the client's shared watch stream cannot place is a broken stream, never the end of the
+ *   agent (watch-stream-guard.ts);
  * - etcd3, cockatiel and gRPC are loaded only here, lazily, so the SQLite store never pays for them.
  */
 import { readFileSync } from 'node:fs';
@@ -21,6 +23,7 @@ import { isEtcdEndpoint } from '../store.ts';
 import type { Interceptor } from '@grpc/grpc-js';
 import type { Etcd3 } from 'etcd3';
 import { type EtcdRequestCounter, etcdRequestKindOf } from './etcd-requests.ts';
+import { guardWatchStreams } from './watch-stream-guard.ts';
 
 export interface EtcdClientOptions {
   /** Client URLs, `http://host:port` or `https://host:port`. */
@@ -55,6 +58,7 @@ export async function openEtcdClient(options: EtcdClientOptions): Promise<{ clie
       throw new WarrenError('INVALID_CONFIG', `etcd endpoint "${url}" is not http://host:port or https://host:port`);
   }
   const { Etcd3: Client, isRecoverableError } = await import('etcd3');
+  await guardWatchStreams(); // an answer its watch bookkeeping cannot place must not end the agent
   // Cockatiel's backoff is named like core/backoff.ts's and is not the same thing: aliased.
   const {
     ConsecutiveBreaker,
