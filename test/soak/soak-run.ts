@@ -367,10 +367,18 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       await node.start();
     };
 
+    const recovering = (): void => {
+      const now = Date.now();
+      for (const s of truth.all())
+        if (s.state === 'gone' && s.source === 'forget' && s.releasedAt === undefined && (s.goneAt ?? now) < now)
+          truth.markGone(s, 'forget', now);
+    };
+
     const storeContext = {
       nodes,
       count: (what: string) => count(counts.faults, what),
       lostOutsideFiles,
+      recovering,
       log: (line: string) => o.log?.(line),
     };
 

@@ -233,6 +233,8 @@ class KubeSoakStore implements SoakStore {
       case 'api-recover':
         // docs/recovery.md, "When the API server lost its data": no newer backup, so the store is
         // accepted as it is on every node that stopped; then status until no node is in recovery.
+        // A lost node's forget frees nothing before: its releases count from here.
+        context.recovering();
         this.#accepting = true;
         this.#operating = this.#operating.then(() => this.#operate());
         await this.#operating;

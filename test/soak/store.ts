@@ -93,6 +93,13 @@ export interface StoreFaultContext {
    * and its runtime tears it down, as on a node's old disk.
    */
   lostOutsideFiles(kept: (node: StoreNode) => ReadonlySet<string>): void;
+  /**
+   * The operator begins the store's recovery after it lost its data (docs/recovery.md): until now no
+   * agent wrote into it, so a lost node's forget could free nothing. Every sandbox of a forgotten
+   * node still owed its release is provable from now (found by the soak, kubernetes seed 3806: a
+   * forget 1.3 s before an API restore was judged from the forget, 33 s before the operator acted).
+   */
+  recovering(): void;
   log(line: string): void;
 }
 
