@@ -78,7 +78,15 @@ export type LedgerOp =
   /** Sets the ledger's affinity to `node` (claiming a block). */
   | { readonly op: 'claim'; readonly node: string }
   /** Clears the ledger's affinity (giving a block back). */
-  | { readonly op: 'unclaim' };
+  | { readonly op: 'unclaim' }
+  /**
+   * Moves the ledger's revision after this commit past `revision` (to `revision` + 1 when it would be
+   * at or below it). The file check merges a publication newer than a file put back from an older
+   * copy with it (tiered/file-check.ts): the file's revisions of the block then never repeat one that
+   * publication (or an older copy of the cluster's data) carries, so a later comparison cannot take
+   * the file for the older of the two.
+   */
+  | { readonly op: 'revisionPast'; readonly revision: Revision };
 
 export type CommitResult =
   | {

@@ -77,6 +77,16 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       assert.deepEqual(await s.findByOwner({ network: 'net', containerID: a.containerID, ifname: 'eth0' }), [a]);
     });
 
+    it('moves a revision past the one a commit names (revisionPast), never back', async () => {
+      const s = await fresh();
+      const first = await s.commit('p', 0, [{ op: 'revisionPast', revision: 10 }]);
+      assert.deepEqual(first.kind === 'committed' ? first.revision : first, 11);
+      assert.equal((await s.readLedger('p')).revision, 11);
+      const second = await s.commit('p', 11, [{ op: 'revisionPast', revision: 5 }]);
+      assert.deepEqual(second.kind === 'committed' ? second.revision : second, 12, 'a commit still bumps it by one');
+      assert.equal((await s.readLedger('p')).revision, 12);
+    });
+
     it('refuses a commit against a stale revision and changes nothing', async () => {
       const s = await fresh();
       await s.commit('p', 0, [allocate(allocation('p', '10.0.0.2'))]);

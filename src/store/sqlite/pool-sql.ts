@@ -25,6 +25,7 @@ export function prepareStatements(db: DatabaseSync) {
     resting: db.prepare('SELECT address, reusable_at, reusable_boot, reusable_mono FROM resting WHERE pool = ?'),
     createPool: db.prepare('INSERT INTO pools (pool, revision) VALUES (?, 1) ON CONFLICT (pool) DO NOTHING'),
     bumpRevision: db.prepare('UPDATE pools SET revision = revision + 1 WHERE pool = ? AND revision = ?'),
+    revisionPast: db.prepare('UPDATE pools SET revision = ? WHERE pool = ? AND revision < ?'),
     insert: db.prepare(INSERT_ALLOCATION),
     remove: db.prepare('DELETE FROM allocations WHERE pool = ? AND address = ?'),
     relocate: db.prepare(
@@ -132,14 +133,16 @@ export function commitAllIn(
           reason: `pool ${pool} is at revision ${row === undefined ? 0 : Number(row.revision)}, not ${expected}`,
         };
       }
-      revisions.push(expected + 1);
+      let revision = expected + 1;
       for (const op of ops) {
         const conflict = applyOp(s, pool, op);
         if (conflict !== undefined) {
           s.rollback.run();
           return { kind: 'conflict', reason: conflict };
         }
+        if (op.op === 'revisionPast') revision = Math.max(revision, op.revision + 1);
       }
+      revisions.push(revision);
     }
     s.commit.run();
     return { kind: 'committed', revisions };
@@ -195,6 +198,9 @@ function applyOp(s: Statements, pool: string, op: LedgerOp): string | undefined 
       return undefined;
     case 'unclaim':
       s.affinity.run(null, pool);
+      return undefined;
+    case 'revisionPast':
+      s.revisionPast.run(op.revision + 1, pool, op.revision + 1);
       return undefined;
     default: {
       const never: never = op;

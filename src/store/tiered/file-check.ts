@@ -27,6 +27,10 @@
  *   revision cannot tell, so the file's record stays and the disagreement is told;
  * - a merged block is published again before the comparison counts as done, so the cluster's
  *   revision of it is the file's from then on (a crash after a merge finds nothing more to merge);
+ * - a merge moves the file's revision of the block past the publication's (LedgerOp `revisionPast`):
+ *   a file put back reuses no revision its lost copy published, so when a restore of the cluster's
+ *   data brings back a publication written before the file was put back, the file, newer, is not
+ *   taken for the older and its records (live containers') are not replaced by that publication's;
  * - a newer publication that lists fewer allocations than it counts (cut to fit one object:
  *   kubernetes/objects.ts) leaves addresses in use that nobody can name: what it lists is taken
  *   back, and no address is handed out in that block (TRY_AGAIN, naming it), nor is it published
@@ -284,6 +288,9 @@ export class TieredFileCheck {
           `${block.counts.allocated} addresses it held (cut to fit one object): ${unnamed} in use cannot be taken back`,
       );
     if (ops.length === 0) return true; // merged before (a run that failed later): published again
+    // Its revisions go on past the publication's: none repeats one that publication, or a copy of the cluster's
+    // data put back later, carries (else the file, newer, was taken for the older: soak, etcd seed 3943, step 1645).
+    if (byRevision) ops.push({ op: 'revisionPast', revision: published });
     const result = await local.commit(block.key, read.revision, ops);
     if (result.kind === 'conflict')
       throw new WarrenError('TRY_AGAIN', `block ${block.key} could not be merged: ${result.reason}`);

@@ -161,6 +161,45 @@ describe('TieredStore: a node whose file was restored from an older copy', () =>
   });
 });
 
+describe('TieredStore: a file put back, then the cluster put back to before it (issue 38)', () => {
+  it("never takes the file's newer record for stale when a restore of the cluster brings back a publication its lost copy wrote", async () => {
+    // Found by the soak (etcd, seed 3943, step 1645): a node's file was put back from an older copy and
+    // merged its newer publication; etcd was later restored to a snapshot holding that publication, whose
+    // revision the file, counting on from the copy's, had not reached again. The next start took the file
+    // for the older of the two and released three live containers' records as stale.
+    const c = cluster(['n1'], { publishAhead: 0 });
+    const r = rangesOf({ range: '10.53.0.0/28', block_size: 28 });
+    await allocate(c.nodes[0] as TieredNode, r, ['old']);
+    await c.restart(0);
+    const copy = backUp(c, 'n1');
+    const n1 = c.nodes[0] as TieredNode;
+    const [b1] = await allocate(n1, r, ['b1', 'b2', 'b3', 'b4']);
+    await n1.allocator.release(owner('old'));
+    await n1.store.flush();
+    const [lost] = (await c.tier.published({ node: 'n1' })).items; // what the cluster's backup will hold
+    assert.ok(lost !== undefined && lost.allocations.some((a) => a.address === b1));
+    const claim = await c.tier.claimOf(lost.key);
+    assert.ok(claim !== undefined);
+    const again = await c.restart(0, () => restore(c, 'n1', copy));
+    await again.store.cluster.owners.settleClaims(); // merges the publication into the copy
+    await again.allocator.release(owner('b1'));
+    const [taken] = await again.allocator.allocate({
+      owner: owner('new'),
+      ranges: r,
+      requested: [parseIP(b1 ?? '') as IPAddress],
+    });
+    assert.equal(taken?.allocation.address, b1);
+    await again.store.flush();
+    c.tier.putBack(claim, lost); // the cluster's data put back: the older publication again
+    const third = await c.restart(0);
+    await third.store.cluster.owners.settleClaims();
+    const holders = (await third.store.list({ network: 'net' }))
+      .filter((a) => a.address === b1)
+      .map((a) => a.containerID);
+    assert.deepEqual(holders, ['new'], `${b1} stays with the live container that holds it`);
+  });
+});
+
 describe('TieredStore: a node whose file was lost', () => {
   it('takes what it published back from the cluster, and hands none of it out', async () => {
     const c = cluster(['n1']);
