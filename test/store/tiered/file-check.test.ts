@@ -177,7 +177,8 @@ describe('TieredStore: a file put back, then the cluster put back to before it (
     await n1.allocator.release(owner('old'));
     await n1.store.flush();
     const [lost] = (await c.tier.published({ node: 'n1' })).items; // what the cluster's backup will hold
-    assert.ok(lost !== undefined && lost.allocations.some((a) => a.address === b1));
+    assert.ok(lost !== undefined);
+    assert.ok(lost.allocations.some((a) => a.address === b1));
     const claim = await c.tier.claimOf(lost.key);
     assert.ok(claim !== undefined);
     const again = await c.restart(0, () => restore(c, 'n1', copy));
