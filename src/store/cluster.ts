@@ -85,6 +85,11 @@ export interface PublishedBlock {
    */
   readonly revision?: number;
   /**
+   * The lineage of the owner's file that published it (Store.lineage): `revision` counts in that
+   * file's history, and compares with another file's not at all. Absent in publications of older Warrens.
+   */
+  readonly lineage?: string;
+  /**
    * Addresses of the block its owner may hand out next, not yet listed in `allocations` (in pick
    * order from its cursor: tiered/publication-need.ts): an ADD that takes one needs no write now, so
    * a reader counts them as possibly in use wherever a duplicate could follow (a claimer of a block

@@ -207,6 +207,11 @@ export interface Store {
   /** A human-readable name of the backend and where it keeps data. */
   readonly description: string;
   /**
+   * The node file's lineage (SQLite: sqlite/schema.ts `lineageOf`): kept by a copy of the file, new
+   * in a new file. Absent where a store has no file of its own.
+   */
+  readonly lineage?: string;
+  /**
    * Reads a ledger. When `knownRevision` equals the current revision, answers `unchanged` without
    * the contents, so a cached picture is revalidated cheaply.
    */

@@ -25,11 +25,14 @@ function publicationOfKv(kv: IKeyValue, key: string): PublishedBlock {
     allocations: PublishedBlock['allocations'];
     at: number;
     revision?: number;
+    lineage?: unknown;
     ahead?: string[];
   };
   const revision = v.revision === undefined ? {} : { revision: v.revision };
+  const lineage = typeof v.lineage === 'string' ? { lineage: v.lineage } : {};
   const ahead = Array.isArray(v.ahead) && v.ahead.length > 0 ? { ahead: v.ahead } : {};
-  return { key, node: v.node, counts: v.counts, allocations: v.allocations, publishedAt: v.at, ...revision, ...ahead };
+  const { counts, allocations } = v;
+  return { key, node: v.node, counts, allocations, publishedAt: v.at, ...revision, ...lineage, ...ahead };
 }
 
 export class EtcdTierPublications {
@@ -41,9 +44,9 @@ export class EtcdTierPublications {
 
   async publish(block: PublishedBlock): Promise<void> {
     const record = this.#kv.key(blockRecord(block.key));
-    const { node, counts, allocations, publishedAt: at, revision } = block;
+    const { node, counts, allocations, publishedAt: at, revision, lineage } = block;
     const ahead = block.ahead === undefined || block.ahead.length === 0 ? {} : { ahead: block.ahead };
-    const value = { node, counts, allocations, at, ...defined({ revision }), ...ahead };
+    const value = { node, counts, allocations, at, ...defined({ revision, lineage }), ...ahead };
     const response = await this.#kv.write(`publish block ${block.key}`, {
       compare: [{ key: record, target: 'Value', result: 'Equal', value: claimValue(block.node) }],
       success: [

@@ -204,7 +204,7 @@ export function publicationObject(
       allocated: block.counts.allocated,
       resting: block.counts.resting,
       publishedAt: Math.max(0, Math.floor(block.publishedAt)),
-      ...defined({ revision: block.revision }),
+      ...defined({ revision: block.revision, lineage: block.lineage }),
       ...(block.ahead === undefined || block.ahead.length === 0 ? {} : { ahead: [...block.ahead] }),
       allocations: entries,
     },
@@ -244,6 +244,7 @@ export function publishedOf(object: unknown): PublishedBlock | undefined {
     allocations,
     publishedAt: s.publishedAt,
     ...(int(s.revision) ? { revision: s.revision } : {}),
+    ...(str(s.lineage) ? { lineage: s.lineage } : {}),
     ...aheadOf(s.ahead),
     ...(loanLabelled(object) ? { loan: true as const } : {}),
   };

@@ -4,6 +4,7 @@
  * (so a kill -9 during an upgrade leaves the file at one version or the next, never between), and
  * a newer file is refused rather than guessed at.
  */
+import { randomUUID } from 'node:crypto';
 import type { DatabaseSync } from 'node:sqlite';
 
 /** The schema this code writes. */
@@ -108,4 +109,15 @@ export function migrateSchema(db: DatabaseSync, path: string): void {
   } else if (Number(current.value) !== SCHEMA_VERSION) {
     throw new Error(`${path}: schema version ${current.value} is not ${SCHEMA_VERSION}; this Warren cannot open it`);
   }
+}
+
+/**
+ * The file's lineage: an id written once, when the file is made (randomUUID), and kept in it. A copy
+ * of the file put back keeps it; a new file (the old one lost, a new machine under the node's name)
+ * has another. Publications carry it (Store.lineage), so the file check compares revisions of one
+ * file's history only (tiered/file-check.ts).
+ */
+export function lineageOf(db: DatabaseSync): string {
+  db.prepare(`INSERT INTO meta (key, value) VALUES ('lineage', ?) ON CONFLICT (key) DO NOTHING`).run(randomUUID());
+  return (db.prepare(`SELECT value FROM meta WHERE key = 'lineage'`).get() as { value: string }).value;
 }

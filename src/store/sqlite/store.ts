@@ -21,7 +21,7 @@ import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { describeSqliteError, isBusy } from './errors.ts';
 import { type AllocationRow, readPage, readLedgers, toAllocation, whereClause } from './rows.ts';
 import { type Statements, commitAllIn, commitIn, prepareStatements, readLedgerIn } from './pool-sql.ts';
-import { migrateSchema } from './schema.ts';
+import { lineageOf, migrateSchema } from './schema.ts';
 import { WalSync } from './wal-sync.ts';
 import type {
   AllocationFilter,
@@ -51,6 +51,7 @@ export interface SqliteStoreOptions {
 
 export class SqliteStore implements Store {
   readonly description: string;
+  readonly lineage: string;
   readonly #path: string;
   readonly #clock: Clock;
   readonly #busyTimeoutMs: number;
@@ -68,6 +69,7 @@ export class SqliteStore implements Store {
     this.#walSync = full && options.path !== ':memory:' ? new WalSync(options.path) : undefined;
     try {
       this.#db = this.#open(options);
+      this.lineage = this.#retrySync(() => lineageOf(this.#db));
     } catch (error) {
       throw describeSqliteError(options.path, error);
     }
@@ -103,12 +105,11 @@ export class SqliteStore implements Store {
    * At open only (a constructor cannot wait asynchronously): a short synchronous retry while
    * another process holds the database, before the agent serves anything.
    */
-  #retrySync(fn: () => void): void {
+  #retrySync<T>(fn: () => T): T {
     const deadline = Date.now() + this.#busyTimeoutMs;
     for (;;) {
       try {
-        fn();
-        return;
+        return fn();
       } catch (error) {
         if (this.#db.isTransaction) this.#db.exec('ROLLBACK');
         if (!isBusy(error) || Date.now() >= deadline) throw error;

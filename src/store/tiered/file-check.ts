@@ -27,6 +27,10 @@
  *   revision cannot tell, so the file's record stays and the disagreement is told;
  * - a merged block is published again before the comparison counts as done, so the cluster's
  *   revision of it is the file's from then on (a crash after a merge finds nothing more to merge);
+ * - a publication of another file (PublishedBlock.lineage: the node's file lost, or a new machine
+ *   under its name) is newer only for a block this file never wrote: revisions of two files do not
+ *   compare, and a block this file wrote since is its own (a copy of the cluster's data put back
+ *   can bring an old machine's publication back over it);
  * - a merge moves the file's revision of the block past the publication's (LedgerOp `revisionPast`):
  *   a file put back reuses no revision its lost copy published, so when a restore of the cluster's
  *   data brings back a publication written before the file was put back, the file, newer, is not
@@ -233,6 +237,11 @@ export class TieredFileCheck {
     const read = await local.readLedger(block.key);
     if (read.kind !== 'snapshot') throw new Error(`block ${block.key} read without its contents`);
     const ours = read.affinity === node;
+    // Another file's (the node's file lost, or a new machine under its name): its revisions are not this file's.
+    // It is newer only where this file never wrote the block: once written, a copy of the cluster's data put back
+    // later can bring it back over what this file did since (soak, etcd seed 3943: a new machine's live records).
+    const another = block.lineage !== undefined && local.lineage !== undefined && block.lineage !== local.lineage;
+    if (another && read.revision > 0) return false;
     const byRevision = block.revision !== undefined;
     const published = block.revision ?? 0;
     // Not ours, and the file changed the block after it (gave it up): a restore brought it back (stray-claims.ts).

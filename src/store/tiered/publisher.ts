@@ -219,7 +219,7 @@ export class TieredPublisher {
       counts: { allocated: summary?.allocated ?? allocations.length, resting: summary?.resting ?? 0 },
       allocations,
       publishedAt: clock.now(),
-      ...defined({ revision }),
+      ...defined({ revision, lineage: local.lineage }),
       ...(ahead.length === 0 ? {} : { ahead }),
     });
     const owners = new Map(allocations.map((a) => [a.address, ownerOf(a)]));

@@ -201,6 +201,43 @@ describe('TieredStore: a file put back, then the cluster put back to before it (
   });
 });
 
+describe("TieredStore: a new machine under a forgotten node's name, then the cluster put back to before it (issue 38)", () => {
+  it("never takes the old machine's publication for newer than a block its own file wrote", async () => {
+    // Found by the soak (etcd, seed 3943, step 1645): a node lost for good and forgotten came back as a
+    // new machine (an empty state directory); etcd was later restored to a snapshot from before the
+    // forget, holding the old machine's claims and publications. Revisions of two files do not compare:
+    // the old machine's, higher, made the new file look older, and its live records were released.
+    const c = cluster(['n1'], { publishAhead: 0 });
+    const r = rangesOf({ range: '10.54.0.0/28', block_size: 28 });
+    const [first] = await allocate(c.nodes[0] as TieredNode, r, ['o1', 'o2', 'o3']);
+    const old = c.nodes[0] as TieredNode;
+    await old.allocator.release(owner('o2'));
+    await old.allocator.release(owner('o3'));
+    await old.store.flush();
+    const [backup] = (await c.tier.published({ node: 'n1' })).items; // in the cluster's backup
+    assert.ok(backup !== undefined);
+    const claimThen = await c.tier.claimOf(backup.key);
+    assert.ok(claimThen !== undefined);
+    c.tier.deleteClaim(backup.key, { publication: true }); // the node forgotten: its block given up
+    const fresh = await c.restart(0, () => {
+      for (const f of readdirSync(c.dir).filter((f) => f.startsWith('n1.db'))) rmSync(join(c.dir, f));
+    });
+    const [live] = await allocate(fresh, r, ['live']);
+    assert.equal(live, first, 'the new machine hands out the address the old one held then');
+    await fresh.store.flush();
+    c.tier.deleteClaim(backup.key, { publication: true });
+    c.tier.putBack(claimThen, backup); // the cluster's data put back to before the forget
+    const again = await c.restart(0);
+    await again.store.cluster.owners.settleClaims();
+    const holders = (await again.store.list({ network: 'net' })).filter((a) => a.address === first);
+    assert.deepEqual(
+      holders.map((a) => a.containerID),
+      ['live'],
+      `${first} stays with the live container that holds it`,
+    );
+  });
+});
+
 describe('TieredStore: a node whose file was lost', () => {
   it('takes what it published back from the cluster, and hands none of it out', async () => {
     const c = cluster(['n1']);
