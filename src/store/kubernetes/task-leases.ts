@@ -46,6 +46,8 @@ export class TaskLeases {
   readonly #held = new Map<string, { readonly lapses: number; asked: number }>();
   /** Chores another node holds, with when that node's announcement, as read, lapses. */
   readonly #refused = new Map<string, number>();
+  /** Leases read renewed in the future (their holders' clocks ahead): the time as written, and when first read. */
+  readonly #ahead = new Map<string, { readonly expires: number; readonly at: number }>();
 
   constructor(options: TaskLeasesOptions) {
     this.#o = options;
@@ -127,9 +129,32 @@ export class TaskLeases {
   /** When the chore `lease` lapses: its own time, or later its holder's announcement as it reads now. */
   async #lapses(lease: LeaseView): Promise<number> {
     if (lease.holder === undefined) return 0;
-    if (lease.expires > this.#o.clock.now()) return lease.expires; // taken within a lease: held
-    const announcement = leaseOf(await this.#o.leases.get('read a node announcement', nodeLeaseName(lease.holder)));
-    return Math.max(lease.expires, announcement?.holder === undefined ? 0 : announcement.expires);
+    const own = this.#observed(lease.name, lease.expires);
+    // Taken within a lease: held. Unless its holder's clock runs ahead: its announcement is first read now, too.
+    if (own > this.#o.clock.now() && !this.#ahead.has(lease.name)) return own;
+    const name = nodeLeaseName(lease.holder);
+    const announcement = leaseOf(await this.#o.leases.get('read a node announcement', name));
+    return Math.max(own, announcement?.holder === undefined ? 0 : this.#observed(name, announcement.expires));
+  }
+
+  /**
+   * When a Lease whose time as written runs out at `expires` lapses, judged on this node's clock: a
+   * renewal written in the future (its holder's clock ahead of this node's) counts from when this
+   * node first read it, as Kubernetes' own leader election counts from when it observed a renewal.
+   * Without it a holder an hour ahead kept its chores an hour after it died (found by the soak,
+   * kubernetes seed 3817: the Node watch's holder lost, and no node forgotten for 80 s and more).
+   */
+  #observed(lease: string, expires: number): number {
+    const now = this.#o.clock.now();
+    const leaseMs = this.#o.leaseSeconds * 1000;
+    if (expires <= now + leaseMs) {
+      this.#ahead.delete(lease);
+      return expires;
+    }
+    const seen = this.#ahead.get(lease);
+    if (seen?.expires === expires) return seen.at + leaseMs;
+    this.#ahead.set(lease, { expires, at: now });
+    return now + leaseMs;
   }
 
   #body(task: string, node: string, lease?: LeaseView): KubeObject {

@@ -149,4 +149,32 @@ describe('an idle node on the Kubernetes store', () => {
     const chore = fake.object('leases', taskLeaseName('gone-chore'), NAMESPACE);
     assert.equal((chore?.spec as Record<string, unknown> | undefined)?.holderIdentity, 'gone-b');
   });
+
+  it("takes a chore over within a lease of its holder falling silent, though the holder's clock ran an hour ahead", async () => {
+    // Found by the soak (kubernetes, seed 3817): the node holding the Node watch's chore had its clock an
+    // hour ahead; its Leases read as renewed an hour into the future, so after it died no node took the
+    // chore, and no lost node was forgotten, for an hour.
+    const ahead = new ManualClock(clock.now() + 3_600_000);
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(fake.kubeconfigPath);
+    const holderTier = await openKubeTier({
+      kubeConfig,
+      namespace: NAMESPACE,
+      leaseSeconds: LEASE_SECONDS,
+      clock: ahead,
+    });
+    opened.push(holderTier);
+    const otherTier = await tier();
+    await holderTier.membership.announce('ahead-a', { since: ahead.now(), version: 'test' });
+    await otherTier.membership.announce('ahead-b', { since: clock.now(), version: 'test' });
+    assert.equal(await holderTier.membership.claimTask('ahead-chore'), true);
+    assert.equal(await otherTier.membership.claimTask('ahead-chore'), false, 'held while its holder lives');
+    let taken = false;
+    for (let elapsed = 0; elapsed <= (LEASE_SECONDS + 20) * 1000 && !taken; elapsed += UPKEEP_MS) {
+      clock.advance(UPKEEP_MS);
+      await otherTier.membership.renew();
+      taken = await otherTier.membership.claimTask('ahead-chore');
+    }
+    assert.ok(taken, 'the chore is taken over within a lease of its holder falling silent');
+  });
 });
