@@ -11,7 +11,7 @@
  * by two live sandboxes on any node, no live sandbox's record gone, no operation lost, every
  * sandbox proven gone released (within a hang's bound here: the 10 s promise is measured by `npm
  * run soak`), nothing leaked, no address of a live sandbox left in another node's block, no node
- * stopped but by a restore. `npm run soak -- --store kubernetes --nodes 3 --seed 3812 --faults 60`
+ * stopped but by a restore. `npm run soak -- --store kubernetes --nodes 3 --seed 3817 --faults 60`
  * runs the same steps from the command line.
  *
  * Waits: as the SQLite short soak's (short-soak.test.ts); the operator's look at the agents' status
@@ -27,7 +27,7 @@ import { runSoak } from './soak-run.ts';
 import { kubernetesBackend } from './store-kube.ts';
 import { kubePlan } from './store-kube-plan.ts';
 
-const SEED = 3812;
+const SEED = 3817;
 const FAULTS = 60;
 const NODES = 3;
 /** A hang's bound, not the promise's (see short-soak.test.ts). */

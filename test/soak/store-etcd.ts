@@ -81,14 +81,6 @@ export type EtcdAction =
   | 'announcement-delete'
   | 'compact';
 
-/**
- * `publication-delete` is run by the harness but not drawn yet (weight 0): drawn, it redraws every
- * seed's plan, and the short soaks' redrawn plans met the open findings of issue 38 (a duplicate
- * after an etcd restore; a lost node's slow forget after an API restore) in CI. The fix it found
- * (a publication written again) is held by the tiers' tests. Draw it once those are fixed.
- */
-const PUBLICATION_DELETE_WEIGHT = 0;
-
 const step = (action: EtcdAction, fault: boolean, arg?: number): StoreStep => ({
   kind: 'store',
   action,
@@ -110,7 +102,7 @@ function etcdPlanner(): StoreFaultPlanner {
         'leader-kill': downFor === undefined ? 3 : 0,
         restore: downFor === undefined && snapshot ? 1.5 : 0,
         'claim-delete': 3,
-        'publication-delete': PUBLICATION_DELETE_WEIGHT,
+        'publication-delete': 1,
         'announcement-delete': 1,
         compact: 1.5,
       });

@@ -45,14 +45,6 @@ export type KubeAction =
 /** How often a snapshot is drawn after an operation while none is kept. */
 const SNAPSHOT_CHANCE = 0.04;
 
-/**
- * `publication-delete` is run by the harness but not drawn yet (weight 0): drawn, it redraws every
- * seed's plan, and the short soaks' redrawn plans met the open findings of issue 38 (a duplicate
- * after an etcd restore; a lost node's slow forget after an API restore) in CI. The fix it found
- * (a publication written again) is held by the tiers' tests. Draw it once those are fixed.
- */
-const PUBLICATION_DELETE_WEIGHT = 0;
-
 function step(action: KubeAction, fault: boolean, arg?: number): StoreStep {
   return { kind: 'store', action, fault, ...(arg === undefined ? {} : { arg }) };
 }
@@ -73,7 +65,7 @@ export const kubePlan: StorePlan = {
           'watch-cut': 3,
           'api-restore': snapshotKept ? 1.5 : 0,
           'claim-delete': 2,
-          'publication-delete': PUBLICATION_DELETE_WEIGHT,
+          'publication-delete': 1,
           'claim-edit': 1,
           'lease-delete': 1,
         });
