@@ -155,6 +155,33 @@ describe("a node's announcement and the store's state, watched", () => {
     await t.membership.withdraw();
   });
 
+  it('keeps its node on the recovery marker while its accept could not claim every block again', async () => {
+    // Found by the soak (etcd seed 3943; the same rule on this store): a node whose accept met another
+    // node's claim of its block left the marker, and that node claimed the block afresh once it gave its
+    // claim back, handing out the addresses this node's containers held.
+    const t = await tier();
+    await announced(t, 'accept-marker', 'am-1');
+    const api = await KubeApiClient.open({ kubeConfig: kubeConfig() });
+    closers.push(() => api.close());
+    const other = new KubeContinuity('the fake API server', () => clock.now());
+    const state = new KubeClusterState(new Resource(api, warrenKind('warrenclusterstates')), other, () => clock.now());
+    await state.verify();
+    await state.join(['accept-marker'], 'its store lost its data (a test)');
+    await waitFor('the marker on this node', () => t.membership.recovery());
+    const reports = [
+      { addresses: 2, blocks: 0, conflicts: ['block b was not claimed again: claimed by node other'] },
+      { addresses: 2, blocks: 1, conflicts: [] },
+    ];
+    t.onAccept(async () => reports.shift() ?? { addresses: 0, blocks: 0, conflicts: [] });
+    assert.equal((await t.membership.accept()).conflicts.length, 1);
+    await state.verify();
+    assert.deepEqual(state.recovery()?.pending, ['accept-marker'], 'still waited for');
+    assert.deepEqual((await t.membership.accept()).conflicts, []);
+    await state.verify();
+    assert.equal(state.recovery(), undefined, 'its accept that claimed every block takes it off, the last one');
+    await t.membership.withdraw();
+  });
+
   it('answers ping from the open watches, with no request', async () => {
     const t = await tier();
     await announced(t, 'watch-ping', 'p-1');
