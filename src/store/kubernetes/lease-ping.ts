@@ -101,8 +101,14 @@ export async function announcedNodes(leases: Resource): Promise<NodeRecord[]> {
 }
 
 /**
+ * How far in the future a Lease's renewal may read and still count as renewed (clocks a little apart).
+ * One further ahead is pinged: a dead holder whose clock ran an hour ahead would read alive that hour.
+ */
+const FUTURE_SKEW_MS = 10_000;
+
+/**
  * Whether the agent announcing `node` is alive, as `asker` finds out: no Lease, or one vacated,
- * says gone; one whose lease runs says alive (its holder renewed it lately) unless `evenIfRenewed`;
+ * says gone; one whose lease runs says alive (its holder renewed it lately, not in the future) unless `evenIfRenewed`;
  * a lapsed one (or any held one, with `evenIfRenewed`) is pinged, and vacated (holder cleared,
  * RV-guarded by the ping's last reading) when unanswered, so that the
  * next asker knows without waiting and no agent of that node keeps it (its own watch sees the
@@ -116,7 +122,9 @@ export async function nodeAlive(o: PingOptions, node: string, asker: string, eve
   const name = nodeLeaseName(node);
   const lease = leaseOf(await o.leases.get('read a node announcement', name));
   if (lease?.holder === undefined) return false;
-  if (!evenIfRenewed && lease.expires > o.clock.now()) return true;
+  // A renewal written in the future (its holder's clock ahead of this node's) proves nothing of now: pinged.
+  const now = o.clock.now();
+  if (!evenIfRenewed && lease.expires > now && lease.renewed <= now + FUTURE_SKEW_MS) return true;
   const asked = await pingAnnouncement(o, name, lease.holder, asker);
   switch (asked.kind) {
     case 'answered':
