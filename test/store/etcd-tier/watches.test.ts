@@ -64,7 +64,7 @@ const blockOf = (third: number) => `${RANGE}#10.81.0.${third}/28`;
  * its watches open) and one after (watched from its claim's own revision); the two blocks.
  */
 async function claimAroundStart(store: EtcdTieredStore): Promise<[string, string]> {
-  await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
+  await store.cluster.membership.announce('w1', { since: 1, version: 'test', instance: 'i-w1' });
   const early = blockOf(0);
   const late = blockOf(16);
   await claimAndAllocate(store, early);
@@ -159,11 +159,57 @@ describe('the etcd tier learns from watches', () => {
     }
   });
 
+  it('watches etcd restored behind it from a reading: a publication deleted after the accept is written again', async () => {
+    // Found by the soak (etcd seed 3943): after a restore, a watch resumed from the revision it had reached,
+    // ahead of the restored etcd's (it had read again after a compaction), and stayed silent until etcd
+    // passed it: a publication deleted by hand meanwhile was never written again.
+    const restored = await startEtcd(1);
+    const member = restored.members[0] as NonNullable<(typeof restored.members)[0]>;
+    const rawRestored = new Etcd3({ hosts: restored.endpoints });
+    const relay: TcpCut = await startTcpCut(restored.endpoints[0] as string);
+    const store = await open([relay.url]);
+    try {
+      const [early, late] = await claimAroundStart(store);
+      const prefix = prefixOf(store);
+      const publication = async (block: string) =>
+        (await rawRestored.get(`${prefix}${publishedRecord(block)}`).exec()).kvs[0]?.mod_revision;
+      const rewritten = async (block: string) => {
+        const written = await waitFor(`w1 to publish ${block}`, () => publication(block));
+        assert.equal((await rawRestored.delete().key(`${prefix}${publishedRecord(block)}`)).deleted, '1');
+        const again = await waitFor(`w1 to publish ${block} again`, () => publication(block));
+        assert.ok(Number(again) > Number(written));
+      };
+      await waitFor(`w1 to publish ${late}`, () => publication(late));
+      const backup = join(tempDir(), 'backup.db');
+      await restored.snapshot(member, backup);
+      // Cut while etcd moves on and compacts: the watches read again, at etcd's revision then.
+      await rewritten(early); // its publication's watch live (see the closing note of issue 38, part five)
+      await relay.cut();
+      for (let i = 0; i < 40; i++) await rawRestored.put(`${prefix}noise/${i}`).value(String(i));
+      const revision = Number((await rawRestored.get(`${prefix}noise/39`).exec()).header.revision);
+      await rawRestored.kv.compact({ revision, physical: true });
+      await relay.restore();
+      await rewritten(early); // the watches live again, past the backup's revision
+      await restored.restoreSnapshot(member, backup);
+      await waitFor('the store to stop on the lost data', async () => {
+        await store.ping().catch(() => undefined);
+        return store.cluster.membership.halted();
+      });
+      await store.cluster.membership.accept();
+      await rewritten(late);
+    } finally {
+      await store.close();
+      rawRestored.close();
+      await relay.stop();
+      await restored.stop();
+    }
+  });
+
   it('misses nothing across a cut during which etcd compacted past the watch: read again, the deletion acted on', async () => {
     const relay: TcpCut = await startTcpCut(etcd.endpoints[0] as string);
     const store = await open([relay.url]);
     try {
-      await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
+      await store.cluster.membership.announce('w1', { since: 1, version: 'test', instance: 'i-w1' });
       const block = blockOf(32);
       await claimAndAllocate(store, block);
       store.start();
@@ -186,7 +232,7 @@ describe('the etcd tier learns from watches', () => {
   it('answers readiness probes from its watches: twenty pings, no request', async () => {
     const store = await open(etcd.endpoints);
     try {
-      await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
+      await store.cluster.membership.announce('w1', { since: 1, version: 'test', instance: 'i-w1' });
       await waitFor('the identity and announcement followed', () =>
         store.etcd.membership.followed() ? true : undefined,
       );
@@ -203,7 +249,7 @@ describe('the etcd tier learns from watches', () => {
   it("tells another node's admission retiring a range before any check reads the address spaces", async () => {
     const store = await open(etcd.endpoints);
     try {
-      await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
+      await store.cluster.membership.announce('w1', { since: 1, version: 'test', instance: 'i-w1' });
       const space = 'net/v4';
       const reading = await store.cluster.spaces.read(space);
       const guard = await store.cluster.spaces.admit(reading, `${RANGE}@a`, []);
