@@ -118,6 +118,10 @@ export function migrateSchema(db: DatabaseSync, path: string): void {
  * file's history only (tiered/file-check.ts).
  */
 export function lineageOf(db: DatabaseSync): string {
+  const read = () =>
+    (db.prepare(`SELECT value FROM meta WHERE key = 'lineage'`).get() as { value: string } | undefined)?.value;
+  const known = read();
+  if (known !== undefined) return known; // written once: an open of the file writes nothing after
   db.prepare(`INSERT INTO meta (key, value) VALUES ('lineage', ?) ON CONFLICT (key) DO NOTHING`).run(randomUUID());
-  return (db.prepare(`SELECT value FROM meta WHERE key = 'lineage'`).get() as { value: string }).value;
+  return read() as string;
 }

@@ -50,6 +50,11 @@ export interface ClaimKeeperParts {
   readonly republish?: ((key: string) => void) | undefined;
   /** Whether this node is committing a claim of block `key` now (recorded in its file once done). */
   readonly claiming?: ((key: string) => boolean) | undefined;
+  /**
+   * Whether the file check has compared the file with what this node published (tiered/file-check.ts):
+   * until then a claim the file does not record may be one it is about to adopt from its publication.
+   */
+  readonly compared?: (() => boolean) | undefined;
 }
 
 type Outcome =
@@ -150,6 +155,9 @@ export class ClaimKeeper {
    */
   async #strays(): Promise<void> {
     const { local, claims, tier, node } = this.#p;
+    // Before the file check compared, the file may lack what it adopts from a publication (a file lost):
+    // the file check gives back what it does not adopt (found by CI: a fresh file's own claim given back).
+    if (this.#p.compared?.() === false) return;
     for (const claim of claims.checked()) {
       const seen = `${claim.uid} ${claim.version}`;
       if (claim.node !== node || claim.offeredTo !== undefined || claim.takenFrom !== undefined) continue;

@@ -129,14 +129,13 @@ export class TieredStore implements Store {
     this.#ranges = new RangePins(o.local, o.tier);
     const rangeOf = async (key: string) =>
       (await this.#ranges.rangeOf(rangePoolOfKey(key))) ?? this.tier.pinRange(recordFromKey(key));
-    const claiming = (key: string) => this.#announcements.claiming(key);
     const republish = (key: string) => this.#publisher.vanished(key); // its publication vanished, or its claim
-    this.#keeper = new ClaimKeeper({ ...o, claims: this.#claims, notice: this.#notice, rangeOf, claiming, republish });
+    const claiming = (key: string) => this.#announcements.claiming(key);
+    const compared = () => this.#publisher.fileCheck.compared;
+    const kept = { claims: this.#claims, notice: this.#notice, rangeOf };
+    this.#keeper = new ClaimKeeper({ ...o, ...kept, claiming, republish, compared });
     this.#publisher = new TieredPublisher({
-      local: o.local,
-      tier: o.tier,
-      node: o.node,
-      clock: o.clock,
+      ...{ local: o.local, tier: o.tier, node: o.node, clock: o.clock },
       holds: (key) => this.#claims.held(key),
       // A range never split has no loan ledgers: 128 makes no key one.
       isLoan: async (key) => isLoanKey(key, (await this.#ranges.blockPrefix(rangePoolOfKey(key))) ?? 128),

@@ -239,6 +239,25 @@ describe("TieredStore: a new machine under a forgotten node's name, then the clu
 });
 
 describe('TieredStore: a node whose file was lost', () => {
+  it('keeps its own claim when a check of its claims runs before the file check adopted it', async () => {
+    // Found by CI (test/e2e/node-disk-restored.test.ts, once): with the file lost, the claim keeper's first
+    // check gave back the node's own claim, which its file did not record yet, before the file check adopted
+    // the block from its publication; ADDs then failed while it was claimed again.
+    const c = cluster(['n1'], { publishAhead: 0 });
+    const r = rangesOf({ range: '10.55.0.0/28', block_size: 28 });
+    const before = await allocate(c.nodes[0] as TieredNode, r, ['a', 'b']);
+    await (c.nodes[0] as TieredNode).store.flush();
+    const [block] = (await c.tier.published({ node: 'n1' })).items;
+    assert.ok(block !== undefined);
+    const again = await c.restart(0, () => {
+      for (const f of readdirSync(c.dir).filter((f) => f.startsWith('n1.db'))) rmSync(join(c.dir, f));
+    });
+    await again.store.check(); // the claim keeper, first
+    await again.store.cluster.owners.settleClaims(); // then the file check
+    assert.equal((await c.tier.claimOf(block.key))?.node, 'n1', 'its claim kept');
+    const [next] = await allocate(again, r, ['c']);
+    assert.ok(next !== undefined && !before.includes(next), `${next} is none of ${before.join(', ')}`);
+  });
   it('takes what it published back from the cluster, and hands none of it out', async () => {
     const c = cluster(['n1']);
     const r = rangesOf({ range: '10.44.0.0/28', block_size: 28 });
