@@ -82,6 +82,47 @@ export class EtcdTierWatches {
     return this.#verifying;
   }
 
+  /**
+   * `node`'s index (the blocks it holds) and, beside it, one watch of `recordOf(block)` for each block it
+   * names, from the revision of the index key (the transaction that put a block there wrote its claim
+   * too, and its publication comes after). `opened` is told of each such watch, `removed` of each block
+   * that left the index (its watch ended); `close` ends them all.
+   */
+  #perBlock(
+    node: string,
+    what: string,
+    recordOf: (block: string) => string,
+    hooks: { opened: (block: string, watch: EtcdKeyWatch) => void; removed?: () => void },
+  ): { index: EtcdKeyWatch; watches: ReadonlyMap<string, EtcdKeyWatch>; close: () => void } {
+    const watches = new Map<string, EtcdKeyWatch>();
+    const index = this.watch(`the ${what}s index of node ${node}`, nodeIndexOf(node), true);
+    const stopIndex = index.listen((change) => {
+      const block = lastSegment(change.key);
+      const held = watches.get(block);
+      if (change.type === 'put' && held === undefined) {
+        const watch = this.watch(
+          `the ${what} of block ${block}`,
+          recordOf(block),
+          false,
+          Number(change.kv.mod_revision),
+        );
+        hooks.opened(block, watch);
+        watches.set(block, watch);
+      } else if (change.type === 'delete' && held !== undefined) {
+        this.end(held);
+        watches.delete(block);
+        hooks.removed?.();
+      }
+    });
+    const close = (): void => {
+      stopIndex();
+      for (const watch of watches.values()) this.end(watch);
+      watches.clear();
+      this.end(index);
+    };
+    return { index, watches, close };
+  }
+
   /** Watches `node`'s claims: its index, and each claim key it names. */
   claims(node: string): ClusterWatch<ClaimsSeen> {
     const listeners = new Set<() => void>();
@@ -94,56 +135,37 @@ export class EtcdTierWatches {
         }
       }
     };
-    /** Block key → the watch of its claim key. */
-    const claims = new Map<string, EtcdKeyWatch>();
-    const index = this.watch(`the claims index of node ${node}`, nodeIndexOf(node), true);
-    const synced = () => index.synced && [...claims.values()].every((w) => w.synced);
+    const synced = () => kept.index.synced && [...kept.watches.values()].every((w) => w.synced);
     // Synced again as a whole: told once, when the last of its watches is.
     const resynced = () => (synced() ? changed() : undefined);
-    const stopSynced = index.whenSynced(resynced);
-    const stopIndex = index.listen((change) => {
-      const block = lastSegment(change.key);
-      const held = claims.get(block);
-      if (change.type === 'put' && held === undefined) {
-        // From the index key's revision: the claim's own transaction put the claim key there too.
-        const watch = this.watch(
-          `the claim of block ${block}`,
-          blockRecord(block),
-          false,
-          Number(change.kv.mod_revision),
-        );
+    const kept = this.#perBlock(node, 'claim', blockRecord, {
+      opened: (_block, watch) => {
         watch.listen(changed);
         watch.whenSynced(resynced);
-        claims.set(block, watch);
-      } else if (change.type === 'delete' && held !== undefined) {
-        this.end(held);
-        claims.delete(block);
-        changed();
-      }
+      },
+      removed: changed,
     });
+    const stopSynced = kept.index.whenSynced(resynced);
     return {
       seen: () => {
         if (!synced()) return undefined;
         const seen: BlockClaim[] = [];
-        for (const [block, watch] of claims) {
+        for (const [block, watch] of kept.watches) {
           const kv = watch.get(blockRecord(block));
           const claim =
             kv === undefined ? undefined : claimOfValue(block, kv.value, kv.create_revision, kv.mod_revision);
           if (claim?.node === node) seen.push(claim);
         }
-        return { claims: seen, version: index.revision };
+        return { claims: seen, version: kept.index.revision };
       },
       onChange: (listener) => {
         listeners.add(listener);
         return () => listeners.delete(listener);
       },
       close: () => {
-        stopIndex();
         stopSynced();
         listeners.clear();
-        for (const watch of claims.values()) this.end(watch);
-        claims.clear();
-        this.end(index);
+        kept.close();
       },
     };
   }
@@ -160,25 +182,8 @@ export class EtcdTierWatches {
         }
       }
     };
-    /** Block key → the watch of its publication key. */
-    const published = new Map<string, EtcdKeyWatch>();
-    const index = this.watch(`the publications index of node ${node}`, nodeIndexOf(node), true);
-    const stopIndex = index.listen((change) => {
-      const block = lastSegment(change.key);
-      const held = published.get(block);
-      if (change.type === 'put' && held === undefined) {
-        const watch = this.watch(
-          `the publication of block ${block}`,
-          publishedRecord(block),
-          false,
-          Number(change.kv.mod_revision),
-        );
-        watch.listen((c) => (c.type === 'delete' ? gone(block) : undefined));
-        published.set(block, watch);
-      } else if (change.type === 'delete' && held !== undefined) {
-        this.end(held);
-        published.delete(block);
-      }
+    const { close } = this.#perBlock(node, 'publication', publishedRecord, {
+      opened: (block, watch) => watch.listen((c) => (c.type === 'delete' ? gone(block) : undefined)),
     });
     return {
       onGone: (listener) => {
@@ -186,11 +191,8 @@ export class EtcdTierWatches {
         return () => listeners.delete(listener);
       },
       close: () => {
-        stopIndex();
         listeners.clear();
-        for (const watch of published.values()) this.end(watch);
-        published.clear();
-        this.end(index);
+        close();
       },
     };
   }
