@@ -22,7 +22,6 @@
  */
 import type { BlockClaim, ClusterTier, PublishedBlock, UnclaimResult } from './cluster-tier.ts';
 import type { LedgerSnapshot, Store } from '../store.ts';
-import { claimRefusal } from './claim-guard.ts';
 
 /**
  * Block `key` as `node`'s file holds it when the file does not record claiming it and holds no
@@ -45,13 +44,13 @@ export async function giveBackUnrecorded(
   file: LedgerSnapshot,
   notice: ((message: string) => void) | undefined,
 ): Promise<UnclaimResult> {
-  const published = await tier.publicationOf(claim.key); // read once: both judgements below ask it
-  const refused = await claimRefusal(tier, claim.key, node, { published });
-  const why =
-    refused !== undefined
-      ? `while node ${refused.owner} published it in use (an object edited by hand?)`
-      : (resurrected(published, node, file) ??
-        "claimed just before its agent stopped, or brought back by a restore of the cluster's data");
+  // Read only to say why: the claim goes back whatever it shows.
+  const published = await tier.publicationOf(claim.key);
+  const other = published !== undefined && published.node !== node && published.loan !== true;
+  const why = other
+    ? `while node ${published.node} published it (an object edited by hand?)`
+    : (resurrected(published, node, file) ??
+      "claimed just before its agent stopped, or brought back by a restore of the cluster's data");
   const outcome = await tier.unclaim(claim);
   if (outcome === 'gone') return outcome; // given back already (the file check and a check of the keeper both saw it)
   const done = outcome === 'released' ? 'given back' : `not given back (the claim ${outcome})`;
