@@ -10,13 +10,28 @@
  * - a publication is deleted in `unclaim`'s transaction (etcd-tier/claims.ts), so a claim key deleted by
  *   someone else (etcdctl del) leaves it for `publicationOf` to find;
  * - every listing pages; a node's publications are read through its index of claims, a page of the index
- *   at a time, and only those naming the node are answered.
+ *   at a time, and only those naming the node are answered;
+ * - `withdraw` deletes a publication still naming the node at the revision read; with it the node's
+ *   index key of the block, unless the block's claim (compared at the revision read) names the node.
  */
 import type { IKeyValue } from 'etcd3';
 import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Page, PublishedBlock } from '../tiered/cluster-tier.ts';
-import { type TierKv, blockRecord, claimValue, lastSegment, nodeIndexOf, publishedOf, publishedRecord } from './kv.ts';
+import {
+  type TierKv,
+  blockRecord,
+  claimOfValue,
+  claimValue,
+  lastSegment,
+  nodeIndex,
+  nodeIndexOf,
+  publishedOf,
+  publishedRecord,
+} from './kv.ts';
+
+/** Rounds of read-and-delete against a publication or claim that keeps changing, before TRY_AGAIN. */
+const WITHDRAW_ROUNDS = 3;
 
 function publicationOfKv(kv: IKeyValue, key: string): PublishedBlock {
   const v = JSON.parse(kv.value.toString('utf8')) as {
@@ -55,6 +70,30 @@ export class EtcdTierPublications {
       failure: [],
     });
     if (!response.succeeded) throw new WarrenError('TRY_AGAIN', `block ${block.key} is not claimed by ${block.node}`);
+  }
+
+  async withdraw(key: string, node: string): Promise<void> {
+    for (let round = 1; round <= WITHDRAW_ROUNDS; round++) {
+      const published = await this.#kv.get(`read the publication of ${key}`, publishedRecord(key));
+      if (published === undefined || publicationOfKv(published, key).node !== node) return;
+      const claim = await this.#kv.get(`read the claim of ${key}`, blockRecord(key));
+      const claimed = claim !== undefined && claimOfValue(key, claim.value, '', '')?.node === node;
+      const response = await this.#kv.write(`withdraw the publication of ${key}`, {
+        compare: [
+          { key: published.key, target: 'Mod', result: 'Equal', mod_revision: published.mod_revision },
+          claim === undefined
+            ? { key: this.#kv.key(blockRecord(key)), target: 'Create', result: 'Equal', create_revision: 0 }
+            : { key: claim.key, target: 'Mod', result: 'Equal', mod_revision: claim.mod_revision },
+        ],
+        success: [
+          { request_delete_range: { key: published.key } },
+          ...(claimed ? [] : [{ request_delete_range: { key: this.#kv.key(nodeIndex(node, key)) } }]),
+        ],
+        failure: [],
+      });
+      if (response.succeeded) return;
+    }
+    throw new WarrenError('TRY_AGAIN', `the publication of ${key} kept changing while it was withdrawn`);
   }
 
   async publicationOf(key: string): Promise<PublishedBlock | undefined> {

@@ -194,6 +194,10 @@ export class EtcdTier implements ClusterTier {
     return this.#publications.publish(block);
   }
 
+  withdraw(key: string, node: string): Promise<void> {
+    return this.#publications.withdraw(key, node);
+  }
+
   publicationOf(key: string): Promise<PublishedBlock | undefined> {
     return this.#publications.publicationOf(key);
   }

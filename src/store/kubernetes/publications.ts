@@ -18,7 +18,7 @@
  *   write replaces what was left behind;
  * - a publication is kept within the object size limit (objects.ts);
  * - a loan ledger's publication (`loan`, labelled `warren.dev/loan`) names no claim, so none is read:
- *   the address's latest borrower replaces whatever was published under its key; `withdrawLoan`
+ *   the address's latest borrower replaces whatever was published under its key; `withdraw`
  *   deletes it only while it names the withdrawing node (a read, then a delete at its uid and
  *   resourceVersion: a replacement keeps the uid).
  */
@@ -140,26 +140,27 @@ export class KubePublications {
   }
 
   /**
-   * Deletes the publication of loan ledger `key` while it is `node`'s: read, then deleted at the
-   * version read (uid and resourceVersion), since the address's next borrower replaces the object in
-   * place (same uid). One that changed meanwhile is read again; another node's is left.
+   * Deletes the publication of `key` (a loan ledger's or a block's) while it is `node`'s: read, then
+   * deleted at the version read (uid and resourceVersion), since the address's next borrower (or the
+   * block's next owner) replaces the object in place (same uid). One that changed meanwhile is read
+   * again; another node's is left.
    */
-  async withdrawLoan(key: string, node: string): Promise<void> {
+  async withdraw(key: string, node: string): Promise<void> {
     const { publications } = this.#o;
     const name = blockName(key);
     this.#seen.delete(key);
     for (let round = 1; round <= MAX_ROUNDS; round++) {
-      const found = await publications.get(`read the loan ${key}`, name);
+      const found = await publications.get(`read the publication of ${key}`, name);
       const published = publishedOf(found);
       const meta = metaOf(found);
       if (published === undefined || meta === undefined || published.key !== key || published.node !== node) return;
-      const done = await publications.remove(`withdraw the loan ${key}`, name, {
+      const done = await publications.remove(`withdraw the publication of ${key}`, name, {
         uid: meta.uid,
         resourceVersion: meta.resourceVersion,
       });
       if (done !== 'conflict') return;
     }
-    throw new WarrenError('TRY_AGAIN', `loan ${key} kept changing while it was withdrawn`);
+    throw new WarrenError('TRY_AGAIN', `the publication of ${key} kept changing while it was withdrawn`);
   }
 
   /** The publication of block (or loan ledger) `key`, whoever's it is: one read. */

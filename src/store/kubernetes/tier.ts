@@ -22,7 +22,7 @@
  * - `publish` writes the block's publication (kubernetes/publications.ts: one request, two for a block's
  *   first), only while the block is claimed by the publishing node; `unclaim` deletes it after the
  *   claim (one request more when this tier published it, a read and a delete when not); a
- *   borrower's loan ledger is published by `publishLoan` (no claim to check) and `withdrawLoan`;
+ *   borrower's loan ledger is published by `publishLoan` (no claim to check) and `withdraw`;
  * - address requests are kubernetes/requests.ts's: an update is a PUT guarded by the version it was
  *   read at, and the server selects open requests and each lender's by label; what the allocator
  *   reads of them periodically it reads from watches of what it needs (kubernetes/request-watch.ts);
@@ -292,8 +292,8 @@ export class KubeTier implements ClusterTier {
     await this.#publications.publish({ ...block, loan: true });
   }
 
-  async withdrawLoan(key: string, node: string): Promise<void> {
-    await this.#publications.withdrawLoan(key, node);
+  async withdraw(key: string, node: string): Promise<void> {
+    await this.#publications.withdraw(key, node);
   }
 
   async published(

@@ -175,10 +175,11 @@ export interface ClusterTier extends ClusterRecords {
    */
   publicationOf(key: string): Promise<PublishedBlock | undefined>;
   /**
-   * Removes the publication of loan ledger `key` if it is still `node`'s (a loan given back, a node
-   * forgotten). Absent where `publishLoan` is.
+   * Removes the publication of `key`, a loan ledger's or a block's, if it still names `node`, as
+   * read (never another node's, nor one written since): a loan given back, a node forgotten (its
+   * blocks' publications too, once their claims are given up, or gone by someone else's hand).
    */
-  withdrawLoan?(key: string, node: string): Promise<void>;
+  withdraw(key: string, node: string): Promise<void>;
   /** Agents' liveness and one-off chores (Leases on Kubernetes). */
   readonly membership: Membership;
   /** Admission of ranges into their address space, across nodes. */

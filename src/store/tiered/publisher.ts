@@ -253,9 +253,9 @@ export class TieredPublisher {
   /** Publishes loan ledger `key` as it is now, or withdraws it once given back (see the header). */
   async #publishLoan(key: string): Promise<void> {
     const { local, tier, node, clock } = this.#o;
-    if (tier.publishLoan === undefined || tier.withdrawLoan === undefined) return;
+    if (tier.publishLoan === undefined) return;
     const allocations = await local.list({ ledger: key });
-    if (allocations.some((a) => isBookkeeping(a))) return tier.withdrawLoan(key, node);
+    if (allocations.some((a) => isBookkeeping(a))) return tier.withdraw(key, node);
     const resting = (await local.ledgers(key)).find((p) => p.ledger === key)?.resting ?? 0;
     await tier.publishLoan({
       key,

@@ -22,7 +22,10 @@
  * - `forgetNodeBlocks` removes each claim of the node only at the version read (uid and version
  *   preconditions): of two agents forgetting one node, each block is freed by exactly one, and a
  *   block claimed again by a live node in between is never removed. Grants the node had lent are
- *   dropped from the requests holding them, and the node's published loan ledgers are withdrawn.
+ *   dropped from the requests holding them, and every publication still naming the node is withdrawn
+ *   (its loan ledgers, and its blocks whose claim someone removed or moved to another node by hand,
+ *   or a restore took away: a forgotten node's containers are gone, and no claim's give-back removes
+ *   those), except the publication of a claim of its that kept changing (it stays with its claim).
  */
 import { defined } from '../../core/defined.ts';
 import type { BlockClaim, BlockCounts, ClusterTier, Page, RangeRecord } from './cluster-tier.ts';
@@ -203,6 +206,8 @@ function affinityOf(c: BlockClaim, node: string, recorded: boolean): string {
 /** Frees the blocks of `node`, gone for good: the keys freed by this call. */
 export async function forgetNodeBlocks(tier: ClusterTier, node: string): Promise<string[]> {
   const freed: string[] = [];
+  /** Claims of the node that still stand (changed at every try): their publications stay with them. */
+  const standing = new Set<string>();
   for (const claim of await tier.claimsOf(node)) {
     let current: BlockClaim | undefined = claim;
     // A claim whose version moved (its owner published before it died) is read again; only the same
@@ -211,12 +216,17 @@ export async function forgetNodeBlocks(tier: ClusterTier, node: string): Promise
       const outcome = await tier.unclaim(current);
       if (outcome === 'released') {
         freed.push(claim.key);
+        current = undefined;
         break;
       }
-      if (outcome === 'gone') break;
+      if (outcome === 'gone') {
+        current = undefined;
+        break;
+      }
       const again = await tier.claimOf(claim.key);
       current = again?.uid === claim.uid && again.node === node ? again : undefined;
     }
+    if (current !== undefined) standing.add(claim.key);
   }
   for (const request of await tier.requestsLentBy(node)) {
     for (let r: typeof request | undefined = request, attempt = 0; r !== undefined && attempt < 3; attempt++) {
@@ -227,15 +237,17 @@ export async function forgetNodeBlocks(tier: ClusterTier, node: string): Promise
       r = await tier.requestOf(r.pool, r.node);
     }
   }
-  await withdrawLoans(tier, node);
+  await withdrawPublications(tier, node, standing);
   return freed;
 }
 
-/** Withdraws the publications of `node`'s loan ledgers (it is gone: it holds no address), page by page. */
-async function withdrawLoans(tier: ClusterTier, node: string): Promise<void> {
-  if (tier.withdrawLoan === undefined) return;
-  const loans = (await allPages((page) => tier.published({ node }, page))).filter((b) => b.loan === true);
-  for (const b of loans) await tier.withdrawLoan(b.key, node);
+/**
+ * Withdraws every publication still naming `node` (it is gone: it holds no address), loans and
+ * blocks, but those of claims in `standing`: all read first, page by page.
+ */
+async function withdrawPublications(tier: ClusterTier, node: string, standing: ReadonlySet<string>): Promise<void> {
+  const left = (await allPages((page) => tier.published({ node }, page))).filter((b) => !standing.has(b.key));
+  for (const b of left) await tier.withdraw(b.key, node);
 }
 
 /**

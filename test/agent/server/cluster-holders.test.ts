@@ -68,7 +68,7 @@ for (const [name, open] of [
         const c = await open();
         const { ranges, b0 } = await lentAndUsed(c, '10.49.6.0/28');
         const pool = ranges[0]?.pool ?? '';
-        await c.tier.withdrawLoan(`${pool}#${b0}/32`, 'borrower');
+        await c.tier.withdraw(`${pool}#${b0}/32`, 'borrower');
         await c.restart('borrower');
         await c.node('borrower').store.flush();
         assert.deepEqual(shown(await listed(c, { rangePool: pool, node: 'borrower' })), [`${b0} borrower b0`]);

@@ -407,8 +407,8 @@ export class MemoryTier implements ClusterTier {
     this.#s.rangeWritten.set(rangePoolOfKey(block.key), this.#s.version);
   }
 
-  async withdrawLoan(key: string, node: string): Promise<void> {
-    this.#reach('withdrawLoan');
+  async withdraw(key: string, node: string): Promise<void> {
+    this.#reach('withdraw');
     if (this.#s.published.get(key)?.node === node) this.#s.published.delete(key);
   }
 

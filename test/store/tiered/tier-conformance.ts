@@ -460,6 +460,36 @@ export function tierConformance(name: string, factory: TierFactory): void {
       );
     });
 
+    it("withdraws a node's publication of a block whose claim someone removed, never another node's", async (c) => {
+      if (factory.removeClaimByHand === undefined) return c.skip('the factory cannot remove a claim by hand');
+      const t = await tier();
+      const r = range();
+      await t.pinRange(r);
+      const [owner, other] = [node(), node()];
+      const [lost, kept] = [blockOf(r, 7), blockOf(r, 8)];
+      for (const [key, by, at] of [
+        [lost, owner, 81],
+        [kept, other, 82],
+      ] as const) {
+        assert.ok(await t.claim(r, key, by));
+        const held = allocation(key, by, at);
+        await t.publish({ key, node: by, counts: { allocated: 1, resting: 0 }, publishedAt: 9, allocations: [held] });
+      }
+      await factory.removeClaimByHand(lost);
+      assert.deepEqual(
+        (await t.published({ node: owner })).items.map((b) => b.key),
+        [lost],
+        "a node's publications list the one whose claim is gone",
+      );
+      await t.withdraw(kept, owner);
+      assert.equal((await t.publicationOf(kept))?.node, other, "another node's publication stays");
+      await t.withdraw(lost, owner);
+      assert.equal(await t.publicationOf(lost), undefined, 'withdrawn');
+      assert.deepEqual((await t.published({ node: owner })).items, [], 'listed no more');
+      assert.ok(!(await t.claimHolders()).includes(owner), 'and the node holds nothing in the cluster');
+      await t.withdraw(lost, owner); // withdrawn already: nothing to do
+    });
+
     it('refuses to publish a block the publishing node does not hold', async () => {
       const t = await tier();
       const r = range();

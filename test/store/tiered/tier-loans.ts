@@ -1,5 +1,5 @@
 /**
- * The contract of a tier's loan publications (ClusterTier.publishLoan, withdrawLoan), run against
+ * The contract of a tier's loan publications (ClusterTier.publishLoan, withdraw), run against
  * every tier that publishes loans: a borrower's loan ledger is published with no claim, read back as
  * a loan under its node and range, replaced by the address's next borrower, and withdrawn only by
  * the node it names; `publish` keeps checking the claim whatever the block says of itself.
@@ -46,7 +46,7 @@ export function tierLoanConformance(name: string, factory: TierFactory): void {
     it("publishes a borrower's loan with no claim, and reads it back as a loan of that node and range", async () => {
       const t = await tier();
       const { pool, key, block } = loanOf(`b-${process.pid}-${serial}`);
-      assert.ok(t.publishLoan && t.withdrawLoan, 'the tier publishes loans');
+      assert.ok(t.publishLoan, 'the tier publishes loans');
       await t.publishLoan(block);
       const read = (await (await tier()).published({ pool, node: block.node })).items;
       assert.deepEqual(
@@ -63,9 +63,9 @@ export function tierLoanConformance(name: string, factory: TierFactory): void {
       await second.publishLoan?.(next);
       const nodes = async () => (await second.published({ pool })).items.map((b) => b.node);
       assert.deepEqual(await nodes(), [next.node]);
-      await first.withdrawLoan?.(key, block.node);
+      await first.withdraw(key, block.node);
       assert.deepEqual(await nodes(), [next.node], 'the former borrower withdrew nothing of the next one');
-      await second.withdrawLoan?.(key, next.node);
+      await second.withdraw(key, next.node);
       assert.deepEqual(await nodes(), []);
     });
 

@@ -189,6 +189,29 @@ describe("TieredStore: this node's claims", () => {
     const again = await n2.allocator.forgetNode('n1');
     assert.deepEqual(again.blocks, []);
   });
+
+  it("withdraws a forgotten node's publication of a block whose claim someone removed, so nothing holds its containers", async () => {
+    // The soak (kubernetes seed 3817): a WarrenBlock moved to another node by hand just before its
+    // node was lost; that node gave the claim back, and the forget freed no claim of the lost node,
+    // so its publication kept listing its gone containers' addresses (a new machine of its name
+    // adopted them as placeholders, kept until an operator's accept).
+    const c = cluster(['n1', 'n2']);
+    const [n1, n2] = c.nodes;
+    assert.ok(n1 && n2);
+    const r = rangesOf({ range: '10.28.0.0/24', block_size: 28 });
+    for (let i = 0; i < 20; i++) await n1.allocator.allocate({ owner: owner(`a${i}`), ranges: r });
+    c.clock.advance(2_000);
+    await n1.store.flush();
+    const [moved, claimed] = (await c.tier.claimsOf('n1')).map((claim) => claim.key).sort();
+    assert.ok(moved && claimed);
+    c.tier.deleteClaim(moved); // its publication stays, listing n1's containers
+    assert.equal((await c.tier.publicationOf(moved))?.node, 'n1');
+    const forgotten = await n2.allocator.forgetNode('n1');
+    assert.deepEqual(forgotten.blocks, [claimed]);
+    assert.equal(await c.tier.publicationOf(moved), undefined, 'the publication of the block whose claim is gone');
+    assert.equal(await c.tier.publicationOf(claimed), undefined, 'and of the block freed');
+    assert.deepEqual((await c.tier.published({ node: 'n1' })).items, []);
+  });
 });
 
 describe('TieredStore: admissions', () => {
