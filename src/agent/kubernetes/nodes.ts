@@ -24,7 +24,12 @@
  *   winner until its agent is gone or the node is listed again;
  * - deletions missed while no agent watched (the `nodes` chore between holders, or this agent away)
  *   are found after each listing — a new holder's first listing among them: nodes that hold
- *   allocations or blocks in the store but are not listed;
+ *   allocations or blocks in the store, or are announced (liveNodes: on Kubernetes a Lease held,
+ *   lapsed or not), but are not listed. The announcement counts because a node may hold nothing
+ *   the store lists and still have published addresses (its block's claim deleted or moved by hand
+ *   just before it died: the kubernetes soak, seed 3817), which only its forget withdraws;
+ * - while the store is halted (it lost its data, or this agent's announcement was taken) no chore
+ *   can be asked for: a gone node is kept and looked at again at the next recheck, not dropped;
  * - a node whose `forget-node` chore another agent holds (a former holder of `nodes` that stopped
  *   or died before it finished) is left to it, and asked for again at each recheck (a refusal is
  *   answered from memory until the holder's claim can have lapsed), so the node is forgotten once
@@ -131,6 +136,7 @@ export class KubernetesNodes {
       for (const p of await this.#o.store.ledgers()) if (p.affinity !== undefined) known.add(p.affinity);
       // On a two-tier store the node's own store knows only its blocks: the cluster's claims name the rest.
       for (const holder of (await this.#o.store.cluster?.owners.holders()) ?? []) known.add(holder);
+      for (const announced of await this.#o.membership.liveNodes()) known.add(announced.node);
       for (const name of known)
         if (!names.has(name) && name !== this.#o.node) {
           this.#gone.add(name);
@@ -156,6 +162,8 @@ export class KubernetesNodes {
           this.#settled(name); // back in the cluster (the listing was older than it)
           continue;
         }
+        // Halted, no chore is granted: kept for the next recheck (claimTask's refusal would drop it).
+        if (this.#o.membership.halted() !== undefined) continue;
         if (!(await this.#o.membership.claimTask(`forget-node/${name}`))) {
           // Another agent holds the chore (or this one is not announced yet): it is theirs to
           // finish. Should it stop first, its claim lapses and the next recheck here takes it up.

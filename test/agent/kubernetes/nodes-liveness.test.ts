@@ -68,9 +68,10 @@ describe('KubernetesNodes on the kubernetes store, liveness asked', () => {
     tier: KubeTier,
     forgot: string[],
     nodeExists: (name: string) => Promise<boolean> = async () => false, // the Node is deleted
+    store: Store = {} as Store, // read only at a listing, which only the test of listings pushes
   ) => {
     const nodes = new KubernetesNodes({
-      store: {} as Store, // read only at a listing, which these tests do not push
+      store,
       membership: tier.membership,
       allocator: {
         forgetNode: async (name) => {
@@ -151,6 +152,27 @@ describe('KubernetesNodes on the kubernetes store, liveness asked', () => {
     assert.ok(waited >= PING_SECONDS * 1000, `only after the ping time (${waited} ms)`);
     assert.ok(waited < LEASE_SECONDS * 1000, `before its Lease would have lapsed (${waited} ms)`);
     assert.deepEqual(forgot, ['kd-lost by kd-a']);
+  });
+
+  it('forgets at a listing a node Kubernetes no longer lists whose agent died holding no block: found by its Lease', async () => {
+    // The soak (kubernetes seed 3817): a node's WarrenBlock moved to another node by hand just
+    // before the node died; its Node was deleted while no agent watched Nodes, and the next
+    // listing found nothing of it in the store, so it was never forgotten and its publication kept
+    // listing its gone containers' addresses.
+    const clock = new ManualClock(Date.now());
+    const [a, lost] = [await announced(clock, 'ka-a'), await announced(clock, 'ka-lost')];
+    await lost.close(); // kill -9: its Lease stays, held
+    const forgot: string[] = [];
+    const empty = { list: async () => [], ledgers: async () => [] } as unknown as Store; // nothing of it here
+    const agent = forgetter(clock, 'ka-a', a, forgot, undefined, empty);
+    agent.items.push({ kind: 'listed', names: new Set(['ka-a']) });
+    await waitFor('ka-lost forgotten', () => (forgot.includes('ka-lost by ka-a') ? true : void clock.advance(1000)));
+    // The listing found the other tests' agents too, alive: their pings wait on this clock. Ended here.
+    aborts.at(-1)?.abort();
+    let ended = false;
+    void runs.at(-1)?.finally(() => (ended = true));
+    await waitFor('the look under way to end', () => (ended ? true : void clock.advance(1000)));
+    assert.deepEqual(forgot, ['ka-lost by ka-a'], 'only the dead one: the others answered');
   });
 
   it('does not forget a node whose Node is registered again while its agent is pinged', async () => {

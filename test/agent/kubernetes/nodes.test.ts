@@ -124,6 +124,31 @@ describe('KubernetesNodes', () => {
     assert.deepEqual(n2.nodes.status().forgotten, [], 'exactly one agent forgot n3');
   });
 
+  it('keeps a node deleted while the store is halted, and forgets it at a recheck once the store is not', async () => {
+    // The soak (kubernetes seed 3817): a node died and its Node was deleted just as the cluster came
+    // out of a recovery; the agent that watched Nodes was refused the chore while still halted, left
+    // the node to nobody, and it was never forgotten.
+    const clock = new ManualClock(1_000_000);
+    let halted: string | undefined = 'the store lost its data (test)';
+    const { nodes, items } = await agent('/kn-halted/', 'n1', clock, undefined, (real) => {
+      return new Proxy(real, {
+        get(target, property) {
+          if (property === 'halted') return () => halted;
+          // As the stores answer while halted: no chore is granted.
+          if (property === 'claimTask') return async (task: string) => (halted ? false : target.claimTask(task));
+          const value = Reflect.get(target, property, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    });
+    items.push({ kind: 'node-deleted', name: 'n5' });
+    await waitFor('n1 to look at n5', () => (nodes.status().gone.includes('n5') ? true : undefined));
+    halted = undefined; // the operator accepted the store
+    await waitFor('n1 to forget n5 at a recheck', () =>
+      nodes.status().forgotten.includes('n5') ? true : void clock.advance(RECHECK_MS),
+    );
+  });
+
   it('takes a node it forgot off the list a recovery waits for, as `warren node forget` does', async () => {
     // Found by the soak (issue 38): a node deleted from Kubernetes while the cluster was in recovery
     // was forgotten, and the recovery waited for it to accept for ever.
