@@ -11,8 +11,10 @@
  *   gRPC stream;
  * - a node's publications: its index again, and beside it one watch of the publication key of each
  *   block it names, published/<range>/<block>, from the revision of the index key (the publication
- *   is written after the claim), each told to `onGone` when that key is deleted (or read again without
- *   it after a compaction); a block given back leaves the index, and its publication's watch ends;
+ *   is written after the claim), each told to `onGone` when that key is deleted, and whenever its copy
+ *   is whole again without it (read again after a compaction: a publication written and deleted while
+ *   its put had not reached the copy yet is gone all the same); a block given back leaves the index,
+ *   and its publication's watch ends;
  * - the address spaces: every admission, spaces/ (a handful of keys, written only when a range is
  *   admitted), one watch however many spaces the node uses;
  * - one key (`one`): the store's identity, this node's announcement and the recovery marker, which
@@ -183,7 +185,12 @@ export class EtcdTierWatches {
       }
     };
     const { close } = this.#perBlock(node, 'publication', publishedRecord, {
-      opened: (block, watch) => watch.listen((c) => (c.type === 'delete' ? gone(block) : undefined)),
+      opened: (block, watch) => {
+        watch.listen((c) => (c.type === 'delete' ? gone(block) : undefined));
+        // Whole again without it (read after a compaction): gone too. Its put may never have reached the copy
+        // (still on its way when the watch was cut), so its deletion is no change of the copy's.
+        watch.whenSynced(() => (watch.get(publishedRecord(block)) === undefined ? gone(block) : undefined));
+      },
     });
     return {
       onGone: (listener) => {

@@ -9,9 +9,11 @@
  *   the cluster (it answers TRY_AGAIN naming why) and publishes nothing, so an older file never
  *   writes its view over the newer one in the cluster; a failed comparison is retried by the
  *   store's periodic check and says why in `status`;
- * - a block this node published, whose claim is still this node's, is merged when its publication
- *   is newer than the file: the file's revision of the block is lower than the one published
- *   (restored: lower; lost: 0), or the publication names none (an older Warren published it). Each
+ * - a block this node published, whose claim is still this node's or claimed by nobody (deleted by
+ *   hand, as the file went back: the claim check claims it again for what the file holds there), is
+ *   merged when its publication is newer than the file: the file's revision of the block is lower
+ *   than the one published (restored: lower; lost: 0), or the publication names none (an older
+ *   Warren published it). Each
  *   published allocation the file lacks is recorded in the file as published: its container's own
  *   record, so it is never handed out, a retried ADD gets it back, and DEL, the journal,
  *   containerd, the pod source and GC release it when its container is proven gone, as any other;
@@ -203,10 +205,17 @@ export class TieredFileCheck {
     const claims = (await tier.claimsOf(node)).filter((c) => c.takenFrom === undefined);
     const claimed = new Set(claims.map((c) => c.key));
     for (const block of blocks) {
-      // A claim gone or another node's is not this check's to judge: the claim check is (tiered/claims.ts).
-      if (!claimed.has(block.key)) continue;
+      // Another node's claim is not this check's to judge: the claim check is (tiered/claims.ts). A claim gone
+      // (deleted by hand just before the file went back: soak, kubernetes seed 3839) leaves this node's last word on
+      // the block: merged, so the claim check claims it again for what its containers hold, never for the old file.
+      const vanished = !claimed.has(block.key);
+      if (vanished && (await tier.claimOf(block.key)) !== undefined) continue;
       // A withheld block keeps its newer publication: the next start finds it again, until accepted.
-      if ((await this.#merge(block)) && !this.#withheld.has(block.key)) await this.#o.publish(block.key);
+      const merged = await this.#merge(block);
+      if (!merged || this.#withheld.has(block.key)) continue;
+      // One with no claim is published once claimed again (a publication needs the claim).
+      if (vanished) this.#o.mark(block.key);
+      else await this.#o.publish(block.key);
     }
     for (const claim of claims) {
       const file = await unrecordedIn(this.#o.local, claim.key, node);

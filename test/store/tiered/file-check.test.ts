@@ -107,6 +107,34 @@ describe('TieredStore: a node whose file was restored from an older copy', () =>
     assert.equal((await again.store.cluster.fileCheck()).restored, 2);
   });
 
+  it('takes back what it published in a block whose claim someone deleted as its file went back', async () => {
+    // The soak (kubernetes seed 3839, a duplicate at step 1079): the node's WarrenBlock deleted by hand, then
+    // its agent killed and its state directory put back. The check left the block to the claim check, which
+    // claimed it again for the old file: the addresses published since were handed out a second time.
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.51.0.0/28', block_size: 28 });
+    await allocate(c.nodes[0] as TieredNode, r, ['a', 'b']);
+    await c.restart(0);
+    const copy = backUp(c, 'n1');
+    const n1 = c.nodes[0] as TieredNode;
+    const later = await allocate(n1, r, ['c', 'd', 'e']);
+    await n1.store.flush();
+    const [block] = (await c.tier.claimsOf('n1')).map((claim) => claim.key);
+    assert.ok(block);
+    c.tier.deleteClaim(block); // by hand: its publication stays
+    const again = await c.restart(0, () => restore(c, 'n1', copy));
+    const filled = await fill(again, r, 'new-');
+    assert.deepEqual(
+      filled.filter((a) => later.includes(a)),
+      [],
+      `handed out again: ${filled.join(' ')}`,
+    );
+    assert.equal((await c.tier.claimOf(block))?.node, 'n1', 'claimed again');
+    const held = await again.store.list({ network: 'net' });
+    for (const [i, id] of ['c', 'd', 'e'].entries())
+      assert.equal(held.find((a) => a.containerID === id)?.address, later[i], `${id} kept as its own record`);
+  });
+
   it('adopts a block claimed after the copy was taken, with what it published', async () => {
     const c = cluster(['n1']);
     // Blocks of 4: the copy knows the first; the second is claimed after it.
