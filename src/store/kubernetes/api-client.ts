@@ -118,6 +118,10 @@ export class KubeApiClient {
   readonly #userAgent: string;
   /** Aborts every request in flight when the client closes. */
   readonly #closing = new AbortController();
+  /** Whether the last request or watch found the API server away (no answer, or a 5xx). */
+  #away = false;
+  /** Told each time the API server answers again after it was away (`whenBack`). */
+  readonly #back = new Set<() => void>();
 
   private constructor(connection: Awaited<ReturnType<typeof connectionOf>>, o: KubeApiClientOptions) {
     this.#config = o.kubeConfig;
@@ -149,6 +153,32 @@ export class KubeApiClient {
     return this.#session?.speaksHttp2 ?? false;
   }
 
+  /**
+   * Calls `listener` each time the API server answers (below 500) after a request or watch found it
+   * away: what waits out a backoff may try again now. The function returned stops it.
+   */
+  whenBack(listener: () => void): () => void {
+    this.#back.add(listener);
+    return () => this.#back.delete(listener);
+  }
+
+  /** The API server answered `status`, or nothing (undefined). */
+  #answered(status: number | undefined): void {
+    if (status === undefined || status >= 500) {
+      this.#away = true;
+      return;
+    }
+    if (!this.#away) return;
+    this.#away = false;
+    for (const listener of [...this.#back]) {
+      try {
+        listener();
+      } catch {
+        // A listener's failure is its own.
+      }
+    }
+  }
+
   /** One request; its answer whatever the status, or TRY_AGAIN when none came (`what` says what for). */
   async send(what: string, req: ApiRequest): Promise<ApiAnswer> {
     const url = this.#url(req);
@@ -174,6 +204,7 @@ export class KubeApiClient {
       }
     } catch (error) {
       this.#requests?.countRequest(req.method, req.path, asksWatch(req.query?.watch), undefined);
+      if (!this.#closing.signal.aborted) this.#answered(undefined);
       const why = signal.aborted
         ? this.#closing.signal.aborted
           ? 'the client was closed'
@@ -188,6 +219,7 @@ export class KubeApiClient {
       );
     }
     this.#requests?.countRequest(req.method, req.path, asksWatch(req.query?.watch), raw.status);
+    this.#answered(raw.status);
     let body: unknown;
     let json = false;
     if (raw.type.includes('json')) {
@@ -224,6 +256,7 @@ export class KubeApiClient {
       const answer = await this.#open(url, 'GET', headers, undefined, this.#pools.watches, both);
       answered = true;
       this.#requests?.countRequest('GET', request.path, true, answer.status);
+      this.#answered(answer.status);
       onAnswer?.(answer.status);
       if (answer.status !== 200) {
         const text = await readAll(answer.body, 65_536, true);
@@ -244,6 +277,7 @@ export class KubeApiClient {
       if (both.aborted) return ended;
       // No answer at all (an answer cut later was counted when it began).
       if (!answered) this.#requests?.countRequest('GET', request.path, true, undefined);
+      this.#answered(undefined); // none, or cut off: away
       throw new WarrenError(
         'TRY_AGAIN',
         `the Kubernetes API server ${this.server} could not be reached (${what}): ${messageOf(error)}`,

@@ -14,8 +14,10 @@
  *   opened again from there; a listing again only when the server answers 410 Gone (the version is
  *   older than it keeps), never on a timer. A watch the server ends at once is not opened again
  *   sooner than 1 s after, and a failure (no connection, 5xx, 403) is retried from the version
- *   reached after a backoff on the clock (1 s doubling to 30 s): the traffic is bounded whatever
- *   the server does;
+ *   reached after a backoff on the clock (1 s doubling to 30 s), or as soon as the API server
+ *   answers another request after it was away (KubeApiClient.whenBack: once each time it comes
+ *   back), so the copy is not left up to 30 s behind an API server that came back: the traffic is
+ *   bounded whatever the server does;
  * - the copy is the collection as of the last event applied: after a listing (the first, or one
  *   after 410), objects the listing lacks are told as deleted, new or changed ones as added or
  *   modified, so a listener misses no change across a relisting, and is told none twice;
@@ -200,7 +202,11 @@ export class KubeCollectionWatch<T> {
         failures += 1;
         this.#lastError = messageOf(error);
         this.#state = 'backing-off';
-        await sleepOn(this.#clock, BACKOFF.delay(failures), signal);
+        // The API server answering another request again ends the wait: the watch comes back with it.
+        const back = new AbortController();
+        const stop = this.#o.resource.whenBack(() => back.abort());
+        await sleepOn(this.#clock, BACKOFF.delay(failures), AbortSignal.any([signal, back.signal]));
+        stop();
       }
     }
     this.#state = 'closed';

@@ -110,6 +110,11 @@ export class Resource {
     this.#revisions = revisions;
   }
 
+  /** Calls `listener` each time the API server answers again after it was away (KubeApiClient.whenBack). */
+  whenBack(listener: () => void): () => void {
+    return this.#api.whenBack(listener);
+  }
+
   /** `plural.group`, as RBAC names it (`warrenblocks.warren.dev`; `nodes` in the core group). */
   get resource(): string {
     return this.#kind.group === '' ? this.#kind.plural : `${this.#kind.plural}.${this.#kind.group}`;

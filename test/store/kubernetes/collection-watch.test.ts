@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { systemClock } from '../../../src/core/clock.ts';
+import { ManualClock, systemClock } from '../../../src/core/clock.ts';
 import { loadKubeConfig } from '../../../src/sources/kubernetes/kubeconfig.ts';
 import { KubeApiClient } from '../../../src/store/kubernetes/api-client.ts';
 import { type CollectionChange, KubeCollectionWatch } from '../../../src/store/kubernetes/collection-watch.ts';
@@ -147,6 +147,30 @@ describe('KubeCollectionWatch', () => {
     assert.ok(j);
     await leases.replace('spoil j', { ...lease('j', 'garbage', { kind: 'w' }), metadata: { ...j.metadata } } as never);
     await waitFor('j dropped', () => w.get('j') === undefined || undefined);
+  });
+
+  it('comes back with the API server: a watch waiting out its backoff opens as soon as another request is answered', async () => {
+    // The soak (kubernetes seed 3839): after the API server was away a while, a node's watch of its
+    // publications waited out a backoff grown to 30 s, and a publication deleted by hand meanwhile
+    // was not written again for as long.
+    const clock = new ManualClock(Date.now()); // never advanced: the backoff ends only by the API server's return
+    const w = new KubeCollectionWatch<Holder>({
+      resource: leases,
+      what: 'the test leases',
+      selectors: { labelSelector: 'kind=back' },
+      decode,
+      clock,
+    });
+    watches.push(w);
+    w.start();
+    await w.synced();
+    await waitFor('watching', () => w.status().state === 'watching' || undefined);
+    await api.setUnavailable(true, '503');
+    await waitFor('backing off', () => w.status().state === 'backing-off' || undefined);
+    await api.setUnavailable(false);
+    await leases.create('make back', lease('back', 'n9', { kind: 'back' })); // another request, answered
+    await waitFor('watching again, the clock not moved', () => w.status().state === 'watching' || undefined);
+    await waitFor('what was made meanwhile seen', () => (w.get('back')?.holder === 'n9' ? true : undefined));
   });
 
   it('requests nothing after close', async () => {
