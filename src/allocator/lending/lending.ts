@@ -132,7 +132,7 @@ export class Lending {
     const waitMs = defined({ waitMs: options.waitMs });
     this.#borrower = new Borrower({ store, tier, node, clock, ledgers, assigner, demand, ...waitMs });
     this.#lender = new Lender({ store, tier, node, clock, ledgers, locks, rangeOf, giveBack: options.giveBack });
-    this.#return = new LoanReturn({ store, tier, node, clock, ledgers, locks });
+    this.#return = new LoanReturn({ store, tier, node, clock, ledgers, locks, rangeOf });
     this.#check = new LoanCheck({ store, tier, node, locks, rangeOf });
     this.#migratedAddresses = new MigratedAddresses({ store, tier, node, clock, ledgers });
     const underWay = (pool: string) => options.underWay?.(pool) ?? 0;

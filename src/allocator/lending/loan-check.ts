@@ -24,14 +24,13 @@ import { messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
-import { blockKey, blocksHolding, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { blockKey, blocksHolding, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isBookkeeping } from '../../ipam/bookkeeping.ts';
-import { isLoanKey } from '../../ipam/loan-key.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { Store } from '../../store/store.ts';
-import { loanAddressOf } from './loans.ts';
+import { loanAddressOf, loanLedgers } from './loans.ts';
 import { splitInStore } from './split-range.ts';
 
 export interface LoanCheckOptions {
@@ -74,17 +73,12 @@ export class LoanCheck {
   /** Range pool → address → the allocations of containers in its loan ledger (local reads only). */
   async #loansInUse(): Promise<Map<string, Map<string, Allocation[]>>> {
     const { store } = this.#o;
-    const summaries = await store.ledgers();
-    const blockPrefix = new Map<string, number>();
-    for (const p of summaries)
-      if (!isBlockKey(p.ledger) && p.description?.blockPrefix !== undefined)
-        blockPrefix.set(p.ledger, p.description.blockPrefix);
     const inUse = new Map<string, Map<string, Allocation[]>>();
-    for (const summary of summaries) {
-      if (summary.allocated === 0 || !isBlockKey(summary.ledger) || summary.affinity !== undefined) continue;
+    for (const summary of loanLedgers(await store.ledgers(), this.#o.rangeOf)) {
+      if (summary.allocated === 0 || summary.affinity !== undefined) continue;
       const pool = rangePoolOfKey(summary.ledger);
       const family = parsePoolKey(pool)?.family;
-      if (family === undefined || !isLoanKey(summary.ledger, blockPrefix.get(pool) ?? 0)) continue;
+      if (family === undefined) continue;
       const value = loanAddressOf({ pool, family }, summary.ledger);
       const held = (await store.list({ ledger: summary.ledger })).filter((a) => !isBookkeeping(a));
       if (value === undefined || held.length === 0) continue;

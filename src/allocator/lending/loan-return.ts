@@ -23,13 +23,13 @@ import { messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
 import { formatIP } from '../../ipam/address.ts';
-import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
-import { isLoanKey } from '../../ipam/loan-key.ts';
+import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { LedgerOp, Store } from '../../store/store.ts';
 import { type LedgerCache, restEnd } from '../ledger-cache.ts';
-import { MIGRATION_LENDER, RETURNED_NETWORK, loanAddressOf, returnedMarkOf } from './loans.ts';
+import { MIGRATION_LENDER, RETURNED_NETWORK, loanAddressOf, loanLedgers, returnedMarkOf } from './loans.ts';
+import type { RangeSpec } from '../../ipam/range.ts';
 
 export interface LoanReturnOptions {
   readonly store: Store;
@@ -38,6 +38,8 @@ export interface LoanReturnOptions {
   readonly clock: Clock;
   readonly ledgers: LedgerCache;
   readonly locks: KeyedMutex;
+  /** The range as this node's configs define it, when it has served it (its block size). */
+  readonly rangeOf: (pool: string) => RangeSpec | undefined;
 }
 
 export interface LoansReturned {
@@ -79,17 +81,12 @@ export class LoanReturn {
         this.#addPending(rangePoolOfKey(mark.pool), mark.address);
       this.#recovered = true;
     }
-    const summaries = await store.ledgers();
-    // Each range's block size, from its description: with one-address blocks, a key of one address
-    // is a block (this node's, or one whose claim vanished), never a loan (ipam/loan-key.ts).
-    const blockPrefix = new Map<string, number>();
-    for (const p of summaries)
-      if (!isBlockKey(p.ledger) && p.description?.blockPrefix !== undefined)
-        blockPrefix.set(p.ledger, p.description.blockPrefix);
-    for (const summary of summaries) {
-      if (summary.allocated > 0 || !isBlockKey(summary.ledger) || summary.affinity !== undefined) continue;
+    // With one-address blocks, a key of one address is a block (this node's, or one whose claim
+    // vanished), never a loan (ipam/loan-key.ts): loanLedgers tells them apart by the block size.
+    for (const summary of loanLedgers(await store.ledgers(), this.#o.rangeOf)) {
+      if (summary.allocated > 0 || summary.affinity !== undefined) continue;
       const range = rangeOfLoan(summary.ledger);
-      if (range === undefined || !isLoanKey(summary.ledger, blockPrefix.get(range.pool) ?? 0)) continue;
+      if (range === undefined) continue;
       seen.add(summary.ledger);
       const since = this.#idleSince.get(summary.ledger);
       if (since === undefined) this.#idleSince.set(summary.ledger, now);

@@ -135,6 +135,28 @@ describe('TieredStore: a node whose file was restored from an older copy', () =>
       assert.equal(held.find((a) => a.containerID === id)?.address, later[i], `${id} kept as its own record`);
   });
 
+  it('never takes an empty one-address block of a file put back from before its range was used for a loan', async () => {
+    // The soak (etcd seed 3943): the copy predated the range's first use, so the file held no
+    // description of it (no block size) beside the blocks it adopted. Their claims vanished, empty:
+    // the loan return took those one-address blocks for idle loans and marked each given back, and
+    // the marks held their addresses for good.
+    const c = cluster(['n1']);
+    await c.restart(0);
+    const copy = backUp(c, 'n1'); // before the range was used
+    let n1 = c.nodes[0] as TieredNode;
+    const r = rangesOf({ range: '10.53.0.0/29', block_size: 32 });
+    await allocate(n1, r, ['a', 'b', 'c']);
+    await n1.store.flush();
+    n1 = await c.restart(0, () => restore(c, 'n1', copy));
+    await n1.store.flush(); // compared: the three blocks adopted from their publications
+    for (const id of ['a', 'b', 'c']) assert.equal((await n1.allocator.release(owner(id))).length, 1);
+    await n1.store.flush();
+    for (const claim of await c.tier.claimsOf('n1')) c.tier.deleteClaim(claim.key, { publication: true });
+    await n1.store.check(); // vanished, empty: left to the cluster
+    for (let i = 0; i < 2; i++) await n1.allocator.lend({ returnGraceMs: 0, orphanGraceMs: 0 });
+    assert.deepEqual(await n1.store.list({ network: 'warren.dev/returned' }), [], 'no block marked given back');
+  });
+
   it('adopts a block claimed after the copy was taken, with what it published', async () => {
     const c = cluster(['n1']);
     // Blocks of 4: the copy knows the first; the second is claimed after it.
