@@ -13,10 +13,10 @@
  *   hand, as the file went back: the claim check claims it again for what the file holds there), is
  *   merged when its publication is newer than the file: the file's revision of the block is lower
  *   than the one published (restored: lower; lost: 0), or the publication names none (an older
- *   Warren published it). Each
- *   published allocation the file lacks is recorded in the file as published: its container's own
- *   record, so it is never handed out, a retried ADD gets it back, and DEL, the journal,
- *   containerd, the pod source and GC release it when its container is proven gone, as any other;
+ *   Warren published it). Each published allocation the file lacks is recorded in the file as
+ *   published: its container's own record, so it is never handed out, a retried ADD gets it back,
+ *   and DEL, the journal, containerd, the pod source and GC release it when its container is proven
+ *   gone, as any other;
  * - a block the file does not know as this node's (claimed after the copy was taken) is adopted:
  *   its affinity is recorded with its published allocations, so it is not taken for an empty block;
  * - a claim of this node that the file does not know and that no publication of this node lists

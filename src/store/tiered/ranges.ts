@@ -214,16 +214,8 @@ export async function forgetNodeBlocks(tier: ClusterTier, node: string): Promise
     // record (uid) of the same node is removed.
     for (let attempt = 0; attempt < 3 && current !== undefined; attempt++) {
       const outcome = await tier.unclaim(current);
-      if (outcome === 'released') {
-        freed.push(claim.key);
-        current = undefined;
-        break;
-      }
-      if (outcome === 'gone') {
-        current = undefined;
-        break;
-      }
-      const again = await tier.claimOf(claim.key);
+      if (outcome === 'released') freed.push(claim.key);
+      const again = outcome === 'changed' ? await tier.claimOf(claim.key) : undefined;
       current = again?.uid === claim.uid && again.node === node ? again : undefined;
     }
     if (current !== undefined) standing.add(claim.key);
