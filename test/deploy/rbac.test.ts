@@ -159,7 +159,7 @@ const RESOURCE_VERBS: Record<string, string> = {
   watch: 'watch',
 };
 /** Resource's methods that send no request (told of the client's state). */
-const RESOURCE_QUIET = ['whenBack'];
+const RESOURCE_QUIET = ['whenAccepted', 'whenBack'];
 /** The names the kubernetes store holds its Resources by (fields, options, locals), and what each serves. */
 const HOLDERS: Record<string, { group: string; plural: string; scope: Scope }> = {
   ranges: { group: 'warren.dev', plural: 'warrenranges', scope: 'cluster' },

@@ -12,15 +12,18 @@
  * - requests: one listing (its pages) at start; then one watch at a time, from the resourceVersion
  *   reached (of an object or a bookmark), each ended by the server after `timeoutSeconds` and
  *   opened again from there; a listing again only when the server answers 410 Gone (the version is
- *   older than it keeps), never on a timer. A watch the server ends at once is not opened again
- *   sooner than 1 s after, and a failure (no connection, 5xx, 403) is retried from the version
- *   reached after a backoff on the clock (1 s doubling to 30 s), or as soon as the API server
- *   answers another request after it was away (KubeApiClient.whenBack: once each time it comes
- *   back), so the copy is not left up to 30 s behind an API server that came back: the traffic is
+ *   older than it keeps) or the operator accepts a store that lost its data (Resource.whenAccepted:
+ *   the version reached is the old store's, and a watch from a version the API server has not
+ *   reached yet stays silent until it does, so changes up to there would be missed: the watch in
+ *   flight is ended and the collection listed again at once), never on a timer. A watch the
+ *   server ends at once is not opened again sooner than 1 s after, and a failure (no connection,
+ *   5xx, 403) is retried from the version reached after a backoff on the clock (1 s doubling to
+ *   30 s), or as soon as the API server answers another request after it was away
+ *   (KubeApiClient.whenBack: once each time it comes back), so the copy is not left up to 30 s behind an API server that came back: the traffic is
  *   bounded whatever the server does;
  * - the copy is the collection as of the last event applied: after a listing (the first, or one
- *   after 410), objects the listing lacks are told as deleted, new or changed ones as added or
- *   modified, so a listener misses no change across a relisting, and is told none twice;
+ *   after 410 or an accept), objects the listing lacks are told as deleted, new or changed ones as
+ *   added or modified, so a listener misses no change across a relisting, and is told none twice;
  * - `synced()` resolves once the first listing is in the copy; before that `get` and `values`
  *   answer from nothing and `isSynced` is false, so a caller that must not act on an empty copy
  *   can tell;
@@ -164,51 +167,68 @@ export class KubeCollectionWatch<T> {
 
   async #run(signal: AbortSignal): Promise<void> {
     let failures = 0;
-    let listed = false;
+    // The listing the copy holds, by the accept it was read after: none yet (-1).
+    let listedAt = -1;
+    // The operator accepting a store that lost its data: the version reached is the old store's,
+    // maybe ahead of all the API server holds now, where a watch stays silent until it passes it
+    // (../KUBERNETES-API.md §7, future RV). Listed again at once, whatever the attempt is doing.
+    let accepts = 0;
+    let attempt = new AbortController();
+    const stopAccepts = this.#o.resource.whenAccepted(() => {
+      accepts += 1;
+      attempt.abort();
+    });
     while (!signal.aborted) {
+      attempt = new AbortController();
+      const step = AbortSignal.any([signal, attempt.signal]);
       const started = this.#clock.monotonic();
       try {
-        if (!listed) {
+        if (listedAt !== accepts) {
+          const at = accepts;
           this.#state = 'listing';
           await this.#list();
-          listed = true;
+          if (at !== accepts) continue; // accepted while listing: what it read may be the old store's
+          listedAt = at;
         }
         this.#state = 'opening';
         const reached = await this.#o.resource.watch(
           `watch ${this.#o.what}`,
           this.#version,
           (type, object) => this.#apply(type, object),
-          signal,
+          step,
           this.#o.timeoutSeconds ?? WATCH_TIMEOUT_SECONDS,
           this.#o.selectors ?? {},
           () => {
-            if (!signal.aborted) this.#state = 'watching';
+            if (!step.aborted) this.#state = 'watching';
           },
         );
         if (!signal.aborted) this.#state = 'opening'; // ended: open again (after a pause, or a listing)
         failures = 0;
         this.#lastError = undefined;
         if (reached === 'gone') {
-          listed = false; // the version is older than the server keeps: list again, now
+          listedAt = -1; // the version is older than the server keeps: list again, now
           this.#relists += 1;
           continue;
         }
         if (reached !== undefined) this.#version = reached;
+        if (attempt.signal.aborted) continue; // accepted: list again, now
         this.#reconnects += 1;
         const lasted = this.#clock.monotonic() - started;
-        if (lasted < MIN_WATCH_MS) await sleepOn(this.#clock, MIN_WATCH_MS - lasted, signal);
+        if (lasted < MIN_WATCH_MS) await sleepOn(this.#clock, MIN_WATCH_MS - lasted, step);
       } catch (error) {
         if (signal.aborted) break;
+        if (attempt.signal.aborted) continue; // accepted mid-request: list again, now
         failures += 1;
         this.#lastError = messageOf(error);
         this.#state = 'backing-off';
         // The API server answering another request again ends the wait: the watch comes back with it.
         const back = new AbortController();
         const stop = this.#o.resource.whenBack(() => back.abort());
-        await sleepOn(this.#clock, BACKOFF.delay(failures), AbortSignal.any([signal, back.signal]));
+        await sleepOn(this.#clock, BACKOFF.delay(failures), AbortSignal.any([step, back.signal]));
         stop();
       }
     }
+    stopAccepts();
     this.#state = 'closed';
   }
 

@@ -63,6 +63,7 @@ export class KubeContinuity extends StoreContinuity {
       observe: (resourceVersion, check, what) =>
         check.observe(what, (floor) => this.observe(resourceVersion, floor, what)),
       beforeWrite: guarded ? () => this.refuseWhileHalted() : () => undefined,
+      whenAccepted: (listener) => this.whenAccepted(listener),
     };
   }
 

@@ -10,7 +10,9 @@
  *   the uses, so `list({ user })` selects on the server.
  * Listings across namespaces read the cluster-wide collection, by label, a page at a time; `watch`
  * keeps one such selection in a KubeCollectionWatch (collection-watch.ts), so an upkeep reads it
- * with no request.
+ * with no request. The tier's continuity (`revisions`, unguarded: holdings are written while the
+ * store is halted, as before) judges what they answer and tells the watch when the operator
+ * accepts a store that lost its data, so it lists again rather than wait on the old store's version.
  */
 import { WarrenError } from '../../core/errors.ts';
 import type { Clock } from '../../core/clock.ts';
@@ -37,12 +39,13 @@ import {
   selectorOf,
   userLabel,
 } from './names.ts';
-import { Resource, warrenKind } from './resources.ts';
+import { type RevisionObserver, Resource, warrenKind } from './resources.ts';
 
 const PLURAL = 'warrenaddressholdings';
 
 export class KubeHoldings implements ClusterHoldings {
   readonly #api: KubeApiClient;
+  readonly #revisions: RevisionObserver | undefined;
   /** Every namespace's holdings: the cluster-wide collection, for listings. */
   readonly #holdings: Resource;
 
@@ -50,17 +53,18 @@ export class KubeHoldings implements ClusterHoldings {
   /** The watches open (`watch`), ended with the tier. */
   readonly #watches = new Set<KubeCollectionWatch<HoldingRecord>>();
 
-  constructor(api: KubeApiClient, clock: Clock) {
+  constructor(api: KubeApiClient, clock: Clock, revisions?: RevisionObserver) {
     this.#api = api;
     this.#clock = clock;
-    this.#holdings = new Resource(api, warrenKind('warrenaddressholdings'));
+    this.#revisions = revisions;
+    this.#holdings = new Resource(api, warrenKind('warrenaddressholdings'), revisions);
   }
 
   /** The holdings of the holder's namespace. */
   #of(key: string): Resource {
     const namespace = holdingNamespace(key);
     if (namespace === undefined) throw new WarrenError('INVALID_CONFIG', `${JSON.stringify(key)} is no holding key`);
-    return new Resource(this.#api, { ...warrenKind(PLURAL), namespace });
+    return new Resource(this.#api, { ...warrenKind(PLURAL), namespace }, this.#revisions);
   }
 
   async create(h: NewHolding): Promise<HoldingRecord | undefined> {

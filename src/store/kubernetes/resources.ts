@@ -33,6 +33,8 @@ export interface RevisionObserver {
   floor(): StoreCheck;
   observe(resourceVersion: unknown, floor: StoreCheck, what: string): void;
   beforeWrite(what: string): void;
+  /** Calls `listener` each time the operator accepts the store as it is (tiered/continuity.ts). */
+  whenAccepted(listener: () => void): () => void;
 }
 
 export interface ResourceKind {
@@ -113,6 +115,15 @@ export class Resource {
   /** Calls `listener` each time the API server answers again after it was away (KubeApiClient.whenBack). */
   whenBack(listener: () => void): () => void {
     return this.#api.whenBack(listener);
+  }
+
+  /**
+   * Calls `listener` each time the operator accepts the store as it is, after it lost its data
+   * (never for a Resource given no RevisionObserver): a watch's version may then be ahead of
+   * everything the API server holds, where it would stay silent (collection-watch.ts lists again).
+   */
+  whenAccepted(listener: () => void): () => void {
+    return this.#revisions?.whenAccepted(listener) ?? (() => undefined);
   }
 
   /** `plural.group`, as RBAC names it (`warrenblocks.warren.dev`; `nodes` in the core group). */

@@ -142,7 +142,7 @@ export class KubeTier implements ClusterTier {
     this.#spaces = new Resource(api, warrenKind('warrenaddressspaces'), guarded);
     this.#watches = new KubeTierWatches(o.clock);
     this.spaces = new KubeSpaces({ spaces: this.#spaces, ranges: this.#ranges, blocks: this.#blocks });
-    this.holdings = new KubeHoldings(api, o.clock);
+    this.holdings = new KubeHoldings(api, o.clock, continuity.observer(false));
     this.membership = new LeaseMembership({
       leases: new Resource(api, leaseKind(o.namespace), guarded),
       nodes: new Resource(api, coreKind('nodes')),

@@ -12,9 +12,11 @@
  * accepted. A check knows that by itself, so no site that halts on an answer compares accepts.
  *
  * Guarantees: the first halt's reason stands until `accept`; nothing else clears a halt; `accept`
- * forgets everything seen (the store as it is now is the one to use); the floor only rises; a check
- * begun before an accept halts nothing, records no identity and judges no answer after it (each
- * dropped outcome said at debug), and one begun after it counts as any other.
+ * forgets everything seen (the store as it is now is the one to use) and tells `whenAccepted`
+ * listeners, so that what was kept in step with the old store (a watch's copy and the version it
+ * resumes from) is read again from the store accepted; the floor only rises; a check begun before
+ * an accept halts nothing, records no identity and judges no answer after it (each dropped outcome
+ * said at debug), and one begun after it counts as any other.
  */
 import { WarrenError } from '../../core/errors.ts';
 
@@ -56,6 +58,8 @@ export class StoreContinuity {
   readonly #now: () => number;
   /** Told of each outcome an outdated check dropped (the agent's log at debug). */
   readonly #debug: (message: string) => void;
+  /** Told at each accept (`whenAccepted`). */
+  readonly #accepted = new Set<() => void>();
 
   constructor(now: () => number = Date.now, debug: (message: string) => void = () => undefined) {
     this.#now = now;
@@ -130,5 +134,22 @@ export class StoreContinuity {
     this.#halt = undefined;
     this.#revision = 0;
     this.#identity = undefined;
+    for (const listener of [...this.#accepted]) {
+      try {
+        listener();
+      } catch {
+        // A listener's failure is its own: the others are still told.
+      }
+    }
+  }
+
+  /**
+   * Calls `listener` at each accept, until the function returned is called: what kept a copy of the
+   * old store (a watch resuming from a version the store accepted may be far behind) reads it again.
+   */
+  whenAccepted(listener: () => void): () => void {
+    const own = () => listener();
+    this.#accepted.add(own);
+    return () => this.#accepted.delete(own);
   }
 }

@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { ManualClock, systemClock } from '../../../src/core/clock.ts';
 import { loadKubeConfig } from '../../../src/sources/kubernetes/kubeconfig.ts';
 import { KubeApiClient } from '../../../src/store/kubernetes/api-client.ts';
+import { KubeContinuity } from '../../../src/store/kubernetes/continuity.ts';
 import { type CollectionChange, KubeCollectionWatch } from '../../../src/store/kubernetes/collection-watch.ts';
 import { Resource, leaseKind } from '../../../src/store/kubernetes/resources.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
@@ -173,6 +174,55 @@ describe('KubeCollectionWatch', () => {
     await waitFor('what was made meanwhile seen', () => (w.get('back')?.holder === 'n9' ? true : undefined));
   });
 
+  it('never stays silent on the old store after the operator accepts an API server that lost its data: lists again at once', async () => {
+    // The soak (kubernetes seed 3839, step 1166): after an API restore and the operator's accept, a
+    // node's watch of its publications resumed from the version it had reached, which the restored
+    // API server had not reached yet: silent, so a publication deleted by hand was never told gone,
+    // and never written again.
+    const continuity = new KubeContinuity('the fake API server');
+    const kept = new Resource(client, leaseKind(NS), continuity.observer(true));
+    const clock = new ManualClock(Date.now()); // never advanced: only the accept ends the silence
+    const w = new KubeCollectionWatch<Holder>({
+      resource: kept,
+      what: 'the test leases',
+      selectors: { labelSelector: 'kind=restored' },
+      decode,
+      clock,
+    });
+    watches.push(w);
+    await kept.create('make old', lease('old', 'n1', { kind: 'restored' }));
+    const snapshot = api.snapshot();
+    const changes: CollectionChange<Holder>[] = [];
+    w.listen((c) => changes.push(c));
+    w.start();
+    await w.synced();
+    for (const name of ['after1', 'after2', 'after3'])
+      await kept.create(`make ${name}`, lease(name, 'n2', { kind: 'restored' }));
+    await waitFor('the watch reached the newest', () => w.get('after3') !== undefined || undefined);
+    api.restoreSnapshot(snapshot); // back to before the three; its watches end
+    await waitFor('watching again', () => w.status().state === 'watching' || undefined);
+    continuity.accept(); // the operator: the store as it is now
+    await kept.create('make new', lease('new', 'n3', { kind: 'restored' })); // below the version reached
+    await waitFor('the copy is the store accepted', () =>
+      w.get('new')?.holder === 'n3' && w.get('after1') === undefined ? true : undefined,
+    );
+    assert.deepEqual(
+      w
+        .values()
+        .map((h) => h.holder)
+        .sort(),
+      ['n1', 'n3'],
+    );
+    assert.deepEqual(
+      changes
+        .filter((c) => c.type === 'deleted')
+        .map((c) => c.name)
+        .sort(),
+      ['after1', 'after2', 'after3'],
+      'each told gone once',
+    );
+  });
+
   it('requests nothing after close', async () => {
     const w = watch({ labelSelector: 'kind=v' }, 1);
     w.start();
@@ -195,6 +245,7 @@ describe('KubeCollectionWatch', () => {
     const ends: (() => void)[] = [];
     const held = {
       listAt: async () => ({ items: [], resourceVersion: '1' }),
+      whenAccepted: () => () => undefined,
       watch: (...args: unknown[]) =>
         new Promise<string | undefined>((resolve) => {
           open.push(args[6] as () => void);
