@@ -19,8 +19,8 @@
  *   server ends at once is not opened again sooner than 1 s after, and a failure (no connection,
  *   5xx, 403) is retried from the version reached after a backoff on the clock (1 s doubling to
  *   30 s), or as soon as the API server answers another request after it was away
- *   (KubeApiClient.whenBack: once each time it comes back), so the copy is not left up to 30 s behind an API server that came back: the traffic is
- *   bounded whatever the server does;
+ *   (KubeApiClient.whenBack: once each time it comes back), so the copy is not left up to 30 s
+ *   behind an API server that came back: the traffic is bounded whatever the server does;
  * - the copy is the collection as of the last event applied: after a listing (the first, or one
  *   after 410 or an accept), objects the listing lacks are told as deleted, new or changed ones as
  *   added or modified, so a listener misses no change across a relisting, and is told none twice;
