@@ -42,6 +42,12 @@ export interface KubernetesParts {
   status(): KubernetesStatus;
   /** Closes the agent's client for Warren's objects (once every part has stopped). */
   close(): void;
+  /**
+   * Every watch of the parts lists again (OnDemandClient.relist): the operator accepted a cluster
+   * store that lost its data, and the API server's with it, whose watches resumed from where the
+   * old data was would stay silent until the restored server passed it.
+   */
+  relist(): void;
   /** Starts every loop, each handed to `supervise` (release-wiring.ts's `ReleaseFeed`). */
   start(signal: AbortSignal, supervise: (what: string, loop: Promise<void>) => void): void;
   /** Told of every release committed: reported as an Event on the pod. */
@@ -59,7 +65,7 @@ export interface KubernetesParts {
 }
 
 /** The parts themselves, before `status`, `start` and `close` are made of them. */
-export type KubernetesPartsBuilt = Omit<KubernetesParts, 'status' | 'start' | 'close'>;
+export type KubernetesPartsBuilt = Omit<KubernetesParts, 'status' | 'start' | 'close' | 'relist'>;
 
 /** Every loop of the parts, each handed to `supervise`: they run until the signal aborts. */
 export function startLoops(

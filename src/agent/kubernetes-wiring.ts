@@ -196,5 +196,6 @@ export function kubernetesParts(
     status: () => statusOf(parts),
     start: (signal, supervise) => startLoops(parts, signal, supervise),
     close: () => warrenApi.close(),
+    relist: () => warrenApi.relist(),
   };
 }

@@ -105,9 +105,11 @@ export function servingSide(s: ServingSides): Serving {
             problem: () => upkeep.problem(),
             upkeep: () => upkeep.status(),
             // What accept wrote went through: the commits that failed on the lost store say nothing now.
+            // The sources' watches list again: resumed from the lost data's version, they stay silent.
             accept: () =>
               upkeep.accept().then((report) => {
                 commits.committed();
+                kubernetes?.relist();
                 return report;
               }),
           },

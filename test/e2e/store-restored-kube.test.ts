@@ -8,7 +8,8 @@
  * - an agent started afterwards on a new node honours the marker: it claims no block and hands out
  *   no address while the halted node has not accepted the store;
  * - the procedure of docs/recovery.md ("When the API server lost its data"), followed step by step, ends the
- *   recovery: then every container keeps its address and no address is handed out twice.
+ *   recovery: then every container keeps its address and no address is handed out twice, and the
+ *   accepting agent's pod source lists the pods again.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -32,6 +33,14 @@ const add = (agent: AgentHandle, id: string) => cniCall('ADD', agent, NETWORK, R
 async function problem(agent: AgentHandle): Promise<string | undefined> {
   const s = await cli(agent, 'status', '--json');
   return (JSON.parse(s.stdout) as { cluster?: { problem?: string } }).cluster?.problem;
+}
+
+/** How many times the agent's pod source listed the pods (its log). */
+function podListings(agent: AgentHandle): number {
+  return agent
+    .log()
+    .split('\n')
+    .filter((line) => line.includes('"path":"/api/v1/pods"') && line.includes('"msg":"kubernetes: listed"')).length;
 }
 
 function marker(api: FakeKubeApi): { pending: string[] } | undefined {
@@ -95,9 +104,12 @@ describe("the API server's etcd restored from an older snapshot under the agents
     assert.match((await problem(n2)) ?? '', /waiting for kr-n1/);
     // 2. No newer backup of the API server's etcd: the store is accepted as it is.
     // 3. `warren store accept` on every node that stopped: n1 claims its blocks again.
+    const listedBefore = podListings(n1);
     const accepted = await cli(n1, 'store', 'accept');
     assert.equal(accepted.code, 0, accepted.stdout + accepted.stderr);
     assert.match(accepted.stdout, /wrote back 3 addresses and [1-9][0-9]* block claims/);
+    // Its pod source lists again: its watch may have resumed from a version the restored server has not reached.
+    await waitFor('the pod source listed again', () => (podListings(n1) > listedBefore ? true : undefined));
     assert.equal(marker(api), undefined, 'the last node to accept removed the marker');
     // 4. `warren status` on every node: no node waits any more.
     for (const agent of [n1, n2])

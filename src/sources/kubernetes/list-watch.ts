@@ -19,7 +19,11 @@
  *   policy's delay on the injected clock, forever; the count of failures in a row resets when a
  *   listing succeeds or a watch is accepted. A 403 names the missing permission in `status()`;
  * - an abort ends the iterable promptly: the backoff timer is cancelled, a listing in flight is
- *   aborted, the watch stream is closed.
+ *   aborted, the watch stream is closed;
+ * - the client's `relist` (OnDemandClient: the operator accepted an API server that lost its data)
+ *   ends the listing, watch or backoff under way and lists again at once: the version reached is
+ *   the old data's, and a watch from a version the server has not reached yet stays silent until
+ *   it does, so every change up to there would be missed.
  *
  * The requests themselves, each made once, are collection-requests.ts's; this module is the loop
  * and its policy around them. The objects are the JSON the server sent (no client-side model
@@ -123,6 +127,10 @@ export class ListWatch<T extends KubeObjectMeta> {
   #retryAt: number | undefined;
   #forbidden: string | undefined;
   #iterated = false;
+  /** A watch was opened since the last listing: the next one is a reconnect. */
+  #watchedSinceListing = false;
+  /** The client asked for a listing again (`relist`): the next attempt lists. */
+  #relistDue = false;
 
   constructor(options: ListWatchOptions) {
     this.#o = options;
@@ -179,62 +187,75 @@ export class ListWatch<T extends KubeObjectMeta> {
   }
 
   async #run(channel: AsyncChannel<ListWatchItem<T>>, signal: AbortSignal): Promise<void> {
-    let watchedSinceListing = false;
-    while (!signal.aborted) {
-      if (this.#resourceVersion === undefined) {
-        this.#setState('listing');
-        const listing = await this.#requests.list(signal);
-        if (signal.aborted) return;
-        if (listing.kind === 'failed') {
-          await this.#backOff(listing.failure, 'list', signal);
-          continue;
-        }
-        this.#listings += 1;
-        this.#failures = 0;
-        this.#forbidden = undefined;
-        this.#lastListedAt = this.#o.clock.now();
-        this.#resourceVersion = listing.resourceVersion;
-        this.#versionFromListing = true;
-        watchedSinceListing = false;
-        channel.push({ kind: 'listed', objects: listing.objects });
-        this.#o.logger.info(
-          {
-            path: this.#o.path,
-            objects: listing.objects.length,
-            resourceVersion: listing.resourceVersion,
-            relists: this.#listings - 1,
-          },
-          'kubernetes: listed',
-        );
+    let attempt = new AbortController();
+    const stopRelists = this.#o.client?.whenRelist(() => {
+      this.#relistDue = true;
+      attempt.abort();
+    });
+    try {
+      while (!signal.aborted) {
+        attempt = new AbortController();
+        await this.#attempt(channel, AbortSignal.any([signal, attempt.signal]));
       }
-      if (watchedSinceListing) this.#reconnects += 1;
-      watchedSinceListing = true;
-      const startedAt = this.#o.clock.monotonic();
-      const end = await this.#watchFrom(this.#resourceVersion, channel, signal);
-      switch (end.kind) {
-        case 'aborted':
-          return;
-        case 'ended':
-          // The server's watch timeout: re-open at once, unless it ended before it began.
-          if (!end.delivered && this.#o.clock.monotonic() - startedAt < MIN_WATCH_MS) {
-            await this.#backOff({ message: 'the API server ended the watch at once' }, 'watch', signal);
-          }
-          break;
-        case 'expired':
-          this.#o.logger.info(
-            { path: this.#o.path, resourceVersion: this.#resourceVersion, err: describeFailure(end.failure) },
-            'kubernetes: resourceVersion expired; listing again',
-          );
-          if (this.#versionFromListing) await this.#backOff(end.failure, 'watch', signal);
-          this.#resourceVersion = undefined;
-          break;
-        case 'failed':
-          await this.#backOff(end.failure, 'watch', signal);
-          break;
-        default: {
-          const never: never = end;
-          throw new Error(`unhandled watch end ${JSON.stringify(never)}`);
-        }
+    } finally {
+      stopRelists?.();
+    }
+  }
+
+  /** A listing when due, then one watch; `step` ends either early (the iteration's abort, or a relist). */
+  async #attempt(channel: AsyncChannel<ListWatchItem<T>>, step: AbortSignal): Promise<void> {
+    if (this.#relistDue) {
+      this.#relistDue = false;
+      this.#resourceVersion = undefined;
+    }
+    if (this.#resourceVersion === undefined) {
+      this.#setState('listing');
+      const listing = await this.#requests.list(step);
+      if (step.aborted) return;
+      if (listing.kind === 'failed') return this.#backOff(listing.failure, 'list', step);
+      this.#listings += 1;
+      this.#failures = 0;
+      this.#forbidden = undefined;
+      this.#lastListedAt = this.#o.clock.now();
+      this.#resourceVersion = listing.resourceVersion;
+      this.#versionFromListing = true;
+      this.#watchedSinceListing = false;
+      channel.push({ kind: 'listed', objects: listing.objects });
+      this.#o.logger.info(
+        {
+          path: this.#o.path,
+          objects: listing.objects.length,
+          resourceVersion: listing.resourceVersion,
+          relists: this.#listings - 1,
+        },
+        'kubernetes: listed',
+      );
+    }
+    if (this.#watchedSinceListing) this.#reconnects += 1;
+    this.#watchedSinceListing = true;
+    const startedAt = this.#o.clock.monotonic();
+    const end = await this.#watchFrom(this.#resourceVersion, channel, step);
+    switch (end.kind) {
+      case 'aborted':
+        return;
+      case 'ended':
+        // The server's watch timeout: re-open at once, unless it ended before it began.
+        if (!end.delivered && this.#o.clock.monotonic() - startedAt < MIN_WATCH_MS)
+          await this.#backOff({ message: 'the API server ended the watch at once' }, 'watch', step);
+        return;
+      case 'expired':
+        this.#o.logger.info(
+          { path: this.#o.path, resourceVersion: this.#resourceVersion, err: describeFailure(end.failure) },
+          'kubernetes: resourceVersion expired; listing again',
+        );
+        if (this.#versionFromListing) await this.#backOff(end.failure, 'watch', step);
+        this.#resourceVersion = undefined;
+        return;
+      case 'failed':
+        return this.#backOff(end.failure, 'watch', step);
+      default: {
+        const never: never = end;
+        throw new Error(`unhandled watch end ${JSON.stringify(never)}`);
       }
     }
   }

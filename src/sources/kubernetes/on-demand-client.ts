@@ -10,7 +10,11 @@
  * - an opening that failed is not kept: the next `get` opens again, so a kubeconfig that could not
  *   be used a moment ago (a CA or token file not mounted yet, a rotated file half written) is read
  *   again instead of failing every later write until the agent restarts;
- * - `close` closes the client if one opened; a later `get` opens a new one.
+ * - `close` closes the client if one opened; a later `get` opens a new one;
+ * - `relist` tells every watch made through this client (`whenRelist`) to list its collection
+ *   again: the operator accepted an API server that lost its data (docs/recovery.md), and a watch
+ *   resumed from a resourceVersion the restored server has not reached yet stays silent until it
+ *   passes it.
  */
 import { defined } from '../../core/defined.ts';
 import { KubeApiClient, type KubeApiClientOptions } from '../../store/kubernetes/api-client.ts';
@@ -23,6 +27,8 @@ export class OnDemandClient {
   readonly #open: () => Promise<KubeApiClient>;
   /** The opening in flight or done; undefined before the first use, after a failed one, and after close. */
   #opened: Promise<KubeApiClient> | undefined;
+  /** Told at each `relist`. */
+  readonly #relists = new Set<() => void>();
 
   constructor(open: () => Promise<KubeApiClient>) {
     this.#open = open;
@@ -42,6 +48,24 @@ export class OnDemandClient {
     });
     this.#opened = opening;
     return opening;
+  }
+
+  /** Tells every watch through this client to list again (see the header); none fails the others. */
+  relist(): void {
+    for (const listener of [...this.#relists]) {
+      try {
+        listener();
+      } catch {
+        // The others are still told.
+      }
+    }
+  }
+
+  /** Calls `listener` at each `relist`, until the function returned is called. */
+  whenRelist(listener: () => void): () => void {
+    const own = () => listener();
+    this.#relists.add(own);
+    return () => this.#relists.delete(own);
   }
 
   close(): void {

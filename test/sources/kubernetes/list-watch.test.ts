@@ -16,6 +16,7 @@ import {
   WATCH_TIMEOUT_SECONDS,
 } from '../../../src/sources/kubernetes/collection-requests.ts';
 import { ListWatch, type ListWatchItem, type ListWatchStatus } from '../../../src/sources/kubernetes/list-watch.ts';
+import { OnDemandClient } from '../../../src/sources/kubernetes/on-demand-client.ts';
 import {
   type ExpiredAs,
   type FakeKubeApi,
@@ -47,20 +48,24 @@ interface Running {
   /** Settles when the iteration has ended. */
   readonly done: Promise<void>;
   readonly abort: AbortController;
+  /** The client the ListWatch asks through, when the test gave it one (`client: true`). */
+  readonly client?: OnDemandClient;
 }
 
 /** A fake API (prepared by `seed`) and a ListWatch of this node's pods, iterated in the background. */
 async function start(
   t: TestContext,
-  options: { fake?: FakeKubeApiOptions; seed?: (api: FakeKubeApi) => void } = {},
+  options: { fake?: FakeKubeApiOptions; seed?: (api: FakeKubeApi) => void; client?: boolean } = {},
 ): Promise<Running> {
   const api = await startFakeKubeApi(options.fake);
   options.seed?.(api);
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(api.kubeconfigPath);
   const clock = new ManualClock(Date.now());
+  const client = options.client === true ? OnDemandClient.of(kubeConfig) : undefined;
   const lw = new ListWatch<Pod>({
     kubeConfig,
+    ...(client === undefined ? {} : { client }),
     path: '/api/v1/pods',
     fieldSelector: `spec.nodeName=${NODE}`,
     clock,
@@ -74,9 +79,10 @@ async function start(
   t.after(async () => {
     abort.abort();
     await done;
+    client?.close();
     await api.stop();
   });
-  return { api, clock, lw, items, done, abort };
+  return { api, clock, lw, items, done, abort, ...(client === undefined ? {} : { client }) };
 }
 
 const lists = (api: FakeKubeApi): RequestRecord[] => api.requests.filter((r) => r.verb === 'list');
@@ -196,6 +202,28 @@ describe('ListWatch', () => {
       assert.equal(r.lw.status().relists, 1);
     });
   }
+
+  it('lists again when its client says so (the operator accepted an API server restored from a snapshot): never silent on the old version', async (t) => {
+    // A watch resumed from the version it reached before the restore, which the restored API server
+    // has not reached yet, is answered 200 and then nothing until the server passes it
+    // (../KUBERNETES-API.md §7): a pod deleted meanwhile would never be told.
+    const r = await start(t, { client: true, seed: (api) => api.createPod(pod('a')) });
+    await watching(r);
+    const snapshot = r.api.snapshot();
+    r.api.createPod(pod('b'));
+    r.api.createPod(pod('c'));
+    await until('b and c', () => r.items.length === 3);
+    r.api.restoreSnapshot(snapshot); // its watches end; b and c never were
+    await watching(r, 2);
+    r.api.createPod(pod('d')); // below the version the watch resumed from
+    r.client?.relist();
+    await until('listed again', () => seen(r.items).includes('listed:a,d'));
+    assert.deepEqual(seen(r.items), ['listed:a', 'added:b', 'added:c', 'listed:a,d']);
+    await watching(r, 3);
+    r.api.deletePod('default', 'd', { force: true });
+    await until('d deleted, told', () => seen(r.items).at(-1) === 'deleted:d');
+    assert.equal(r.lw.status().relists, 1);
+  });
 
   it('backs off before listing again when the version a listing just gave is already expired (no hot loop)', async (t) => {
     const r = await start(t, { seed: (api) => api.expireNextWatch('event') });
