@@ -255,6 +255,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/soak/cluster-holdings.test.ts',
   'test/soak/lost-node.test.ts',
   'test/soak/plan.test.ts',
+  'test/soak/republish.test.ts',
   'test/soak/store-kube.test.ts',
   'test/suites.test.ts',
 ];

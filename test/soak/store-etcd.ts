@@ -15,8 +15,9 @@
  * - `publication-delete` (`etcdctl del` of one block's publication key, among the blocks whose owner's
  *   agent runs, judged by its announcement): the owner's watch of that key tells it, and it writes the
  *   publication again at its next publication run (2 s), its block idle or not; the step waits for
- *   it (REPUBLISH_BOUND_MS), and one not written again by then, with no recovery under way, is a
- *   violation;
+ *   it (REPUBLISH_BOUND_MS), and one not written again by then, its agent running all the while and
+ *   no recovery under way, is a violation (republish.ts: the candidates are judged by their
+ *   announcement, which an agent killed -9 leaves behind);
  * - `announcement-delete` (`etcdctl del` of a node's announcement): the agent announces itself again;
  * - `compact` (`etcdctl compact` at the revision now): every watch resumed from before it is refused
  *   as compacted; the agents list again and go on, nothing lost.
@@ -45,6 +46,7 @@ import { type ClusterHoldings, UncoveredClock, overlappingClaims } from './clust
 import { acceptPlaceholders, storeAccept } from './announced-placeholders.ts';
 import { EtcdOperator } from './etcd-operator.ts';
 import { ETCD_SOAK_PREFIX, SoakEtcd } from './etcd-soak-cluster.ts';
+import { REPUBLISH_BOUND_MS, REPUBLISH_POLL_MS, unwrittenExcuse } from './republish.ts';
 import type { GroundTruth } from './ground-truth.ts';
 import { join } from 'node:path';
 import { CHILD_PATH, WARREN_BIN, run, waitFor } from '../helpers/processes.ts';
@@ -63,8 +65,6 @@ const FORGET_BOUND_MS = 60_000;
 const FORGET_AGAIN_MS = 1_000;
 
 /** How long the owner of a publication deleted by hand may take to write it again (ms; its runs are 2 s apart). */
-const REPUBLISH_BOUND_MS = 15_000;
-const REPUBLISH_POLL_MS = 200;
 
 /** How long a live sandbox's address may lie outside its node's claims, in its agent's running time. */
 export const COVER_BOUND_MS = 10_000;
@@ -250,10 +250,12 @@ class EtcdSoakStore implements SoakStore {
   /**
    * After a publication deleted by hand: waits until its owner writes it again (its watch of the
    * publication key tells it; the next publication run writes it), its block given back meanwhile,
-   * or REPUBLISH_BOUND_MS; not written by then with no recovery marker standing is a violation.
+   * or REPUBLISH_BOUND_MS; not written by then, its agent up all the while and no recovery marker
+   * standing, is a violation (republish.ts).
    */
   async #writtenAgain(block: string, node: string, context: StoreFaultContext): Promise<void> {
     const from = Date.now();
+    const owner = [...this.#nodes.values()].find((n) => n.name === node);
     while (Date.now() - from < REPUBLISH_BOUND_MS) {
       const state = await this.#etcd.publicationState(block, node);
       if (state === 'published') {
@@ -263,8 +265,11 @@ class EtcdSoakStore implements SoakStore {
       if (state === 'unclaimed') return context.count('publication-delete: its block given back first');
       await new Promise((resolve) => setTimeout(resolve, REPUBLISH_POLL_MS));
     }
-    if ((await this.#etcd.holdings())?.recoveryPending !== undefined)
-      return context.count('publication-delete: not written again while etcd is in recovery');
+    const excuse = unwrittenExcuse({
+      ranMs: owner?.runningMs?.(from, Date.now()) ?? Date.now() - from,
+      stood: (await this.#etcd.holdings())?.recoveryPending === undefined ? undefined : 'etcd is in recovery',
+    });
+    if (excuse !== undefined) return context.count(`publication-delete: ${excuse}`);
     this.#operatorOf(context).problems.push(
       `${node} did not write the publication of block ${block} again within ${REPUBLISH_BOUND_MS} ms of its deletion by hand`,
     );

@@ -49,6 +49,7 @@ import { placeholdersOf, storeAccept } from './announced-placeholders.ts';
 import { KubeClusterAudit } from './kube-cluster-audit.ts';
 import type { KubeAction } from './store-kube-plan.ts';
 import { kubePlan } from './store-kube-plan.ts';
+import { REPUBLISH_BOUND_MS, REPUBLISH_POLL_MS, unwrittenExcuse } from './republish.ts';
 import type { SoakStore, StoreBackend, StoreFaultContext, StoreNode, StoreStep } from './store.ts';
 
 const NETWORK = { name: 'soak', range: '10.239.0.0/24', ipam: { block_size: 28 } } as const;
@@ -60,8 +61,6 @@ const OPERATOR_MS = 1_000;
 /** How long the end waits for the operator's last accepts (ms). */
 const SETTLE_BOUND_MS = 30_000;
 /** How long the owner of a publication deleted by hand may take to write it again (ms; its runs are 2 s apart). */
-const REPUBLISH_BOUND_MS = 15_000;
-const REPUBLISH_POLL_MS = 200;
 /** What `warren status` says of a node that stopped because the store's data went back. */
 const STORE_WENT_BACK = /lost its data|went backwards/;
 
@@ -70,7 +69,8 @@ class KubeSoakStore implements SoakStore {
   readonly #api: FakeKubeApi;
   readonly #audit: KubeClusterAudit;
   /** Every node an agent was started for, by index (its socket is in its state directory). */
-  readonly #nodes = new Map<number, StoreNode>();
+  /** The run's nodes (SoakNodes: how long their agents ran bounds the wait for a publication). */
+  readonly #nodes = new Map<number, StoreNode & { runningMs?(from: number, to: number): number }>();
   #snapshot: FakeSnapshot | undefined;
   /** The store's losses so far: restores, and Leases deleted by hand (each a halt the operator accepts). */
   #losses = 0;
@@ -301,6 +301,7 @@ class KubeSoakStore implements SoakStore {
    */
   async #writtenAgain(key: string, node: string, context: StoreFaultContext): Promise<void> {
     const from = Date.now();
+    const owner = [...this.#nodes.values()].find((n) => n.name === node);
     while (Date.now() - from < REPUBLISH_BOUND_MS) {
       if (this.#audit.publications().some((p) => p.key === key && p.node === node)) {
         context.log(`kubernetes: ${node} wrote the publication of block ${key} again after ${Date.now() - from} ms`);
@@ -310,10 +311,12 @@ class KubeSoakStore implements SoakStore {
         return context.count('publication-delete: its block given back, or its agent stopped, first');
       await new Promise((resolve) => setTimeout(resolve, REPUBLISH_POLL_MS));
     }
-    if (this.#calmSince === undefined)
-      return context.count('publication-delete: not written again while the API server was away or in recovery');
+    const excuse = unwrittenExcuse({
+      ranMs: owner?.runningMs?.(from, Date.now()) ?? Date.now() - from,
+      stood: this.#calmSince === undefined ? 'the API server was away or in recovery' : undefined,
+    });
+    if (excuse !== undefined) return context.count(`publication-delete: ${excuse}`);
     // A node that stopped allocating (its store's data lost, a recovery it waits for) writes nothing.
-    const owner = [...this.#nodes.values()].find((n) => n.name === node);
     const problem = owner === undefined ? undefined : await this.#problemOf(owner);
     if (problem !== undefined) {
       context.log(`kubernetes: ${node} has not written the publication of ${key} again: ${problem}`);
