@@ -128,4 +128,17 @@ export class GroundTruth {
     sandbox.goneAt = at;
     delete sandbox.releasedAt;
   }
+
+  /**
+   * Every sandbox of a forgotten node still owed its release, forgotten at or after `since` (and
+   * before `now`), provable from `now`: no agent could act on its forget before (store.ts
+   * StoreFaultContext.recovering).
+   */
+  forgetsProvableFrom(now: number, since = Number.NEGATIVE_INFINITY): void {
+    for (const s of this.all()) {
+      const goneAt = s.goneAt ?? now;
+      if (s.state === 'gone' && s.source === 'forget' && s.releasedAt === undefined && goneAt < now && goneAt >= since)
+        this.markGone(s, 'forget', now);
+    }
+  }
 }

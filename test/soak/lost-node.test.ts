@@ -81,6 +81,28 @@ describe('the soak on re-created pods and forgotten nodes', () => {
     );
   });
 
+  it('counts a forget made just before the API server went away from its return, and one made long before from the forget', () => {
+    // kubernetes seed 3839, steps 6176-6182: a Node deleted, the API server stopped two steps later
+    // and started again four steps after: no agent could see the deletion before it was back.
+    const truth = new GroundTruth();
+    const [justBefore, longBefore, released] = [0, 1, 2].map((i) => {
+      const s = truth.newSandbox(0, i);
+      truth.markLive(s, `10.0.0.${i + 1}`);
+      return s;
+    });
+    assert.ok(justBefore && longBefore && released);
+    const awayFrom = 100_000;
+    truth.markGone(justBefore, 'forget', awayFrom - 5);
+    truth.markGone(longBefore, 'forget', awayFrom - 20_000);
+    truth.markGone(released, 'forget', awayFrom - 5);
+    released.releasedAt = awayFrom - 1;
+    const back = awayFrom + 30_000;
+    truth.forgetsProvableFrom(back, awayFrom - 10_000); // soak-run.ts: the bound (10 s) before it went away
+    assert.equal(justBefore.goneAt, back, 'provable from the return');
+    assert.equal(longBefore.goneAt, awayFrom - 20_000, 'owed its release before the outage: judged from its forget');
+    assert.equal(released.goneAt, awayFrom - 5, 'released already');
+  });
+
   it("finds a forgotten node's sandbox still held at the end", () => {
     const truth = new GroundTruth();
     const s = truth.newSandbox(0, 0);

@@ -367,12 +367,9 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       await node.start();
     };
 
-    const recovering = (): void => {
-      const now = Date.now();
-      for (const s of truth.all())
-        if (s.state === 'gone' && s.source === 'forget' && s.releasedAt === undefined && (s.goneAt ?? now) < now)
-          truth.markGone(s, 'forget', now);
-    };
+    // Provable from now: the store was recovered, or back after an outage that began at `awayFrom`.
+    const recovering = (awayFrom?: number): void =>
+      truth.forgetsProvableFrom(Date.now(), awayFrom === undefined ? undefined : awayFrom - o.boundMs);
 
     const storeContext = {
       nodes,

@@ -77,6 +77,8 @@ class KubeSoakStore implements SoakStore {
   /** Whether the operator accepts a stopped node (after `api-recover`, until the next restore). */
   #accepting = false;
   #up = true;
+  /** When the API server was taken away (api-stop), until it is back (api-start). */
+  #stoppedAt: number | undefined;
   /** Since when the API server ran with nothing to recover from; undefined while it does not. */
   #calmSince: number | undefined = Date.now();
   readonly #unexpected: Array<{ key: string; what: string }> = [];
@@ -199,11 +201,16 @@ class KubeSoakStore implements SoakStore {
       case 'api-stop':
         this.#up = false;
         this.#calmSince = undefined;
+        this.#stoppedAt ??= Date.now();
         return this.#takeAway(step.arg === 1 ? '503' : 'refuse');
       case 'api-start':
         await this.#api.setUnavailable(false);
         this.#up = true;
         if (this.#losses === 0 || this.#accepting) this.#calmSince = Date.now();
+        // No agent saw a Node deleted while the API server was away: a forget made just before it
+        // went away counts from now (soak-run.ts: up to the bound before).
+        if (this.#stoppedAt !== undefined) context.recovering(this.#stoppedAt);
+        this.#stoppedAt = undefined;
         return;
       case 'watch-cut':
         if (step.arg === 1) this.#api.cutConnections();

@@ -98,8 +98,13 @@ export interface StoreFaultContext {
    * agent wrote into it, so a lost node's forget could free nothing. Every sandbox of a forgotten
    * node still owed its release is provable from now (found by the soak, kubernetes seed 3806: a
    * forget 1.3 s before an API restore was judged from the forget, 33 s before the operator acted).
+   * With `awayFrom`, the store was away since then and is back now: only those whose forget came
+   * less than the bound before it went away (kubernetes seed 3839, steps 4942-4954 and 6176-6182:
+   * a Node deleted a few milliseconds before the API server went away was judged from its
+   * deletion, 10 to 40 s before any agent could see it); one made earlier was owed its releases
+   * before, and is still judged from its forget.
    */
-  recovering(): void;
+  recovering(awayFrom?: number): void;
   log(line: string): void;
 }
 
