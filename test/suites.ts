@@ -142,6 +142,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/core/atomic-file.test.ts',
   'test/core/backoff.test.ts',
   'test/core/failpoints.test.ts',
+  'test/core/listeners.test.ts',
   'test/store/membership.test.ts',
   'test/core/bounded-read.test.ts',
   'test/core/clock.test.ts',

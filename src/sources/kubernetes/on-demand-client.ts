@@ -17,6 +17,7 @@
  *   passes it.
  */
 import { defined } from '../../core/defined.ts';
+import { Listeners } from '../../core/listeners.ts';
 import { KubeApiClient, type KubeApiClientOptions } from '../../store/kubernetes/api-client.ts';
 import type { KubeAccess } from '../../store/kubernetes/kube-access.ts';
 
@@ -28,7 +29,7 @@ export class OnDemandClient {
   /** The opening in flight or done; undefined before the first use, after a failed one, and after close. */
   #opened: Promise<KubeApiClient> | undefined;
   /** Told at each `relist`. */
-  readonly #relists = new Set<() => void>();
+  readonly #relists = new Listeners();
 
   constructor(open: () => Promise<KubeApiClient>) {
     this.#open = open;
@@ -52,20 +53,12 @@ export class OnDemandClient {
 
   /** Tells every watch through this client to list again (see the header); none fails the others. */
   relist(): void {
-    for (const listener of [...this.#relists]) {
-      try {
-        listener();
-      } catch {
-        // The others are still told.
-      }
-    }
+    this.#relists.tell();
   }
 
   /** Calls `listener` at each `relist`, until the function returned is called. */
   whenRelist(listener: () => void): () => void {
-    const own = () => listener();
-    this.#relists.add(own);
-    return () => this.#relists.delete(own);
+    return this.#relists.add(listener);
   }
 
   close(): void {

@@ -19,6 +19,7 @@
  * said at debug), and one begun after it counts as any other.
  */
 import { WarrenError } from '../../core/errors.ts';
+import { Listeners } from '../../core/listeners.ts';
 
 export type HaltKind = 'store-lost' | 'taken-over';
 
@@ -59,7 +60,7 @@ export class StoreContinuity {
   /** Told of each outcome an outdated check dropped (the agent's log at debug). */
   readonly #debug: (message: string) => void;
   /** Told at each accept (`whenAccepted`). */
-  readonly #accepted = new Set<() => void>();
+  readonly #accepted = new Listeners();
 
   constructor(now: () => number = Date.now, debug: (message: string) => void = () => undefined) {
     this.#now = now;
@@ -134,13 +135,7 @@ export class StoreContinuity {
     this.#halt = undefined;
     this.#revision = 0;
     this.#identity = undefined;
-    for (const listener of [...this.#accepted]) {
-      try {
-        listener();
-      } catch {
-        // A listener's failure is its own: the others are still told.
-      }
-    }
+    this.#accepted.tell();
   }
 
   /**
@@ -148,8 +143,6 @@ export class StoreContinuity {
    * old store (a watch resuming from a version the store accepted may be far behind) reads it again.
    */
   whenAccepted(listener: () => void): () => void {
-    const own = () => listener();
-    this.#accepted.add(own);
-    return () => this.#accepted.delete(own);
+    return this.#accepted.add(listener);
   }
 }
