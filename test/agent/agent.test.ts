@@ -150,8 +150,10 @@ describe('the agent process', () => {
 
   it('of two agents starting at once on one state directory, exactly one serves', async () => {
     const dir = tempDir('warren-race-');
-    const launch = (name: string) =>
-      track(
+    // What each agent and the last status said, for a failure to name why nobody serves.
+    const said = new Map<string, string>();
+    const launch = (name: string) => {
+      const child = track(
         spawn(
           process.execPath,
           [
@@ -170,10 +172,15 @@ describe('the agent process', () => {
           ],
           {
             env: { ...process.env, PATH: CHILD_PATH },
-            stdio: 'ignore',
+            stdio: ['ignore', 'pipe', 'pipe'],
           },
         ),
       );
+      const keep = (chunk: Buffer) => said.set(name, `${said.get(name) ?? ''}${chunk}`.slice(-4_000));
+      child.stdout?.on('data', keep);
+      child.stderr?.on('data', keep);
+      return child;
+    };
     const children = [launch('a'), launch('b')];
     const exits = children.map((c) => new Promise<number | null>((resolve) => c.once('exit', (code) => resolve(code))));
     try {
@@ -182,12 +189,16 @@ describe('the agent process', () => {
       assert.equal(refused, 1);
       const serving = await waitFor('the winner to serve', async () => {
         const answers = await Promise.all(
-          ['a', 'b'].map(
-            async (n) =>
-              (await run(process.execPath, [WARREN_BIN, 'status', '--socket', join(dir, `${n}.sock`)])).code === 0,
-          ),
+          ['a', 'b'].map(async (n) => {
+            const status = await run(process.execPath, [WARREN_BIN, 'status', '--socket', join(dir, `${n}.sock`)]);
+            said.set(`status ${n}`, `exit ${status.code}: ${status.stdout}${status.stderr}`.slice(-2_000));
+            return status.code === 0;
+          }),
         );
         return answers.some(Boolean) ? answers.filter(Boolean).length : undefined;
+      }).catch((error: unknown) => {
+        const heard = [...said].map(([who, text]) => `--- ${who}:\n${text}`).join('\n');
+        throw new Error(`${error instanceof Error ? error.message : String(error)}\n${heard}`);
       });
       assert.equal(serving, 1);
     } finally {
