@@ -65,6 +65,19 @@ describe('KubeCollectionWatch', () => {
     return w;
   }
 
+  /** A watch of `resource`'s leases labelled `labelSelector`, on a clock that never moves: only events end its waits. */
+  function stillWatch(resource: Resource, labelSelector: string) {
+    const w = new KubeCollectionWatch<Holder>({
+      resource,
+      what: 'the test leases',
+      selectors: { labelSelector },
+      decode,
+      clock: new ManualClock(Date.now()),
+    });
+    watches.push(w);
+    return w;
+  }
+
   const leaseRequests = (verb: string, since: number) =>
     api.requests.slice(since).filter((r) => r.verb === verb && r.resource === 'leases');
 
@@ -154,15 +167,8 @@ describe('KubeCollectionWatch', () => {
     // The soak (kubernetes seed 3839): after the API server was away a while, a node's watch of its
     // publications waited out a backoff grown to 30 s, and a publication deleted by hand meanwhile
     // was not written again for as long.
-    const clock = new ManualClock(Date.now()); // never advanced: the backoff ends only by the API server's return
-    const w = new KubeCollectionWatch<Holder>({
-      resource: leases,
-      what: 'the test leases',
-      selectors: { labelSelector: 'kind=back' },
-      decode,
-      clock,
-    });
-    watches.push(w);
+    // On a clock never advanced: the backoff ends only by the API server's return.
+    const w = stillWatch(leases, 'kind=back');
     w.start();
     await w.synced();
     await waitFor('watching', () => w.status().state === 'watching' || undefined);
@@ -181,15 +187,7 @@ describe('KubeCollectionWatch', () => {
     // and never written again.
     const continuity = new KubeContinuity('the fake API server');
     const kept = new Resource(client, leaseKind(NS), continuity.observer(true));
-    const clock = new ManualClock(Date.now()); // never advanced: only the accept ends the silence
-    const w = new KubeCollectionWatch<Holder>({
-      resource: kept,
-      what: 'the test leases',
-      selectors: { labelSelector: 'kind=restored' },
-      decode,
-      clock,
-    });
-    watches.push(w);
+    const w = stillWatch(kept, 'kind=restored'); // on a clock never advanced: only the accept ends the silence
     await kept.create('make old', lease('old', 'n1', { kind: 'restored' }));
     const snapshot = api.snapshot();
     const changes: CollectionChange<Holder>[] = [];
