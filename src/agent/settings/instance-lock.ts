@@ -17,7 +17,10 @@
  *   first by anyone, keeping the agent from starting on every node).
  * - Of two starters exactly one wins, in separate processes and in one process alike: SQLite's
  *   EXCLUSIVE lock is a POSIX record lock (fcntl), which the kernel grants to one process, and
- *   SQLite's own per-file lock table refuses a second connection in the same process.
+ *   SQLite's own per-file lock table refuses a second connection in the same process. A lock found
+ *   busy while nobody holds it exclusively (two starters each in the middle of taking it) is tried
+ *   again after a random pause, a few times, so that one of them wins; an exclusive holder is
+ *   refused at once.
  * - The kernel drops the lock the instant its holder dies, kill -9 included: there is never a
  *   stale lock to judge. (Why not a PID file: it may name a PID the kernel has given since to an
  *   unrelated process, and two starters that both find it dead can both take over.)
@@ -30,7 +33,7 @@
  * other descriptor of a file drops the process's POSIX locks on it. And the InstanceLock must stay
  * referenced while it is meant to hold: a collected connection is closed, dropping its lock.
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { WarrenError, messageOf } from '../../core/errors.ts';
@@ -155,6 +158,27 @@ function take(resource: LockedResource, file: string): DatabaseSync | undefined 
   if (resource.what === 'journal') checkJournalDir(resource.path);
   checkLockDir(resource, dirname(file));
   checkLockFile(resource, file);
+  // Busy while nobody holds the file's exclusive lock: another starter was in the middle of taking
+  // it (its shared lock held a moment too long: a process stalled on a loaded machine), and both
+  // were refused (found by CI: two agents started at once on one state directory, neither served).
+  // Tried again after a random pause, a few times; a holder of the exclusive lock refuses at once.
+  for (let attempt = 1; ; attempt++) {
+    const db = lockOnce(resource, file);
+    if (db !== undefined || attempt >= LOCK_ATTEMPTS || heldExclusively(file)) return db;
+    Atomics.wait(PAUSE, 0, 0, 20 + Math.floor(Math.random() * 180));
+  }
+}
+
+/** Attempts at a lock found busy while nobody held it exclusively. */
+const LOCK_ATTEMPTS = 5;
+/** What a synchronous pause waits on (nothing ever wakes it: it times out). */
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
+/** Where SQLite's lock bytes begin in a file (its PENDING_BYTE), and where its shared range starts. */
+const SQLITE_PENDING_BYTE = 0x40000000n;
+const SQLITE_SHARED_FIRST = SQLITE_PENDING_BYTE + 2n;
+
+/** One attempt at `file`'s exclusive lock: the connection holding it, or undefined when busy. */
+function lockOnce(resource: LockedResource, file: string): DatabaseSync | undefined {
   let db: DatabaseSync | undefined;
   // Created owner-only; never by opening a descriptor of our own, since closing it would drop
   // the locks this process holds on the file (another agent's, in the same process).
@@ -182,25 +206,44 @@ function take(resource: LockedResource, file: string): DatabaseSync | undefined 
   }
 }
 
-/** The PID holding a POSIX lock on `file`, from /proc/locks; undefined when it cannot be told. */
-function lockHolder(file: string): number | undefined {
+/** The POSIX locks on `file`, from /proc/locks: each one's fields; none when it cannot be told. */
+function locksOn(file: string): string[][] {
   try {
     const st = statSync(file, { bigint: true });
     // /proc/locks names a file as MAJOR:MINOR:INODE, the device numbers in hex.
     const major = ((st.dev >> 8n) & 0xfffn) | ((st.dev >> 32n) & ~0xfffn);
     const minor = (st.dev & 0xffn) | ((st.dev >> 12n) & ~0xffn);
     const id = `${major.toString(16).padStart(2, '0')}:${minor.toString(16).padStart(2, '0')}:${st.ino}`;
-    for (const line of readFileSync('/proc/locks', 'utf8').split('\n')) {
-      const fields = line.trim().split(/\s+/);
-      // "1: POSIX  ADVISORY  WRITE 1234 fe:00:2147917 1073741824 1073742335"; a waiter's line has "->".
-      if (fields[1] !== 'POSIX' || fields[5] !== id) continue;
-      const pid = Number(fields[4]);
-      if (Number.isInteger(pid) && pid > 0) return pid;
-    }
+    // "1: POSIX  ADVISORY  WRITE 1234 fe:00:2147917 1073741824 1073742335"; a waiter's line has "->".
+    return readFileSync('/proc/locks', 'utf8')
+      .split('\n')
+      .map((line) => line.trim().split(/\s+/))
+      .filter((fields) => fields[1] === 'POSIX' && fields[5] === id);
   } catch {
-    // no /proc/locks (not Linux) or the file went: the refusal names no PID
+    return []; // no /proc/locks (not Linux) or the file went
   }
-  return undefined;
+}
+
+/** The PID holding a POSIX lock on `file`; undefined when it cannot be told (the refusal names none). */
+function lockHolder(file: string): number | undefined {
+  const pid = Number(locksOn(file)[0]?.[4]);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+/**
+ * Whether a process holds SQLite's exclusive lock on `file` (a write lock over its shared range: an
+ * agent that took it), not only a shared or reserved one (a starter in the middle of taking it).
+ * Where /proc/locks cannot tell, it is taken as held: the refusal stands, as before.
+ */
+function heldExclusively(file: string): boolean {
+  const locks = locksOn(file);
+  if (locks.length === 0) return !existsSync('/proc/locks');
+  return locks.some((fields) => {
+    if (fields[3] !== 'WRITE') return false;
+    const start = BigInt(fields[6] ?? '-1');
+    const end = fields[7] === 'EOF' ? SQLITE_SHARED_FIRST : BigInt(fields[7] ?? '-1');
+    return start <= SQLITE_SHARED_FIRST && SQLITE_SHARED_FIRST <= end;
+  });
 }
 
 export class InstanceLock {

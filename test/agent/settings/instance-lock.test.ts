@@ -182,6 +182,39 @@ describe('the instance lock', () => {
     lock.release();
   });
 
+  it('takes a lock another starter held only half-taken for a while (a shared lock, its process stalled), and a holder still refuses at once', async () => {
+    // CI: two agents started at once on one state directory; under load each was refused on the
+    // other's passing shared lock, and neither served.
+    const dir = tempDir('warren-lock-stalled-');
+    const resources: LockedResource[] = [{ what: 'state directory', path: dir }];
+    InstanceLock.acquire(resources).release(); // the lock file made owner-only, as an agent makes it
+    const file = lockFileOf({ what: 'state directory', path: dir });
+    const stalled = await readyChild([
+      '--input-type=module',
+      '-e',
+      `import { DatabaseSync } from 'node:sqlite'; const db = new DatabaseSync(${JSON.stringify(file)}); ` +
+        `db.exec('BEGIN'); db.prepare('SELECT count(*) FROM sqlite_master').get(); console.log('ready'); ` +
+        // Longer than one attempt's wait (2 s), then the shared lock goes, as the stalled starter goes on.
+        `Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2500); db.exec('COMMIT'); db.close(); ` +
+        `setInterval(() => {}, 1 << 30);`,
+    ]);
+    children.push(stalled.child);
+    const lock = InstanceLock.acquire(resources);
+    try {
+      // Held now: another starter is refused, and at once (no attempt waits out an exclusive holder).
+      const holder = await readyChild([
+        '--input-type=module',
+        '-e',
+        `const { InstanceLock } = await import(${JSON.stringify(LOCK_MODULE)}); ` +
+          `try { InstanceLock.acquire(${JSON.stringify(resources)}); console.log('ready: taken'); } ` +
+          `catch (e) { console.log('ready: ' + e.message); }`,
+      ]);
+      assert.match(holder.said, new RegExp(`\\(pid ${process.pid}\\) already uses the state directory`));
+    } finally {
+      lock.release();
+    }
+  });
+
   it('two agents in one process exclude each other, and a released lock can be taken again', () => {
     const dir = tempDir('warren-lock-one-');
     const resources: LockedResource[] = [
