@@ -33,7 +33,7 @@
  * other descriptor of a file drops the process's POSIX locks on it. And the InstanceLock must stay
  * referenced while it is meant to hold: a collected connection is closed, dropping its lock.
  */
-import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { WarrenError, messageOf } from '../../core/errors.ts';
@@ -206,8 +206,8 @@ function lockOnce(resource: LockedResource, file: string): DatabaseSync | undefi
   }
 }
 
-/** The POSIX locks on `file`, from /proc/locks: each one's fields; none when it cannot be told. */
-function locksOn(file: string): string[][] {
+/** The POSIX locks on `file`, from /proc/locks: each one's fields; undefined when it cannot be told. */
+function locksOn(file: string): string[][] | undefined {
   try {
     const st = statSync(file, { bigint: true });
     // /proc/locks names a file as MAJOR:MINOR:INODE, the device numbers in hex.
@@ -220,13 +220,13 @@ function locksOn(file: string): string[][] {
       .map((line) => line.trim().split(/\s+/))
       .filter((fields) => fields[1] === 'POSIX' && fields[5] === id);
   } catch {
-    return []; // no /proc/locks (not Linux) or the file went
+    return undefined; // no /proc/locks (not Linux) or the file went
   }
 }
 
 /** The PID holding a POSIX lock on `file`; undefined when it cannot be told (the refusal names none). */
 function lockHolder(file: string): number | undefined {
-  const pid = Number(locksOn(file)[0]?.[4]);
+  const pid = Number(locksOn(file)?.[0]?.[4]);
   return Number.isInteger(pid) && pid > 0 ? pid : undefined;
 }
 
@@ -237,13 +237,15 @@ function lockHolder(file: string): number | undefined {
  */
 function heldExclusively(file: string): boolean {
   const locks = locksOn(file);
-  if (locks.length === 0) return !existsSync('/proc/locks');
-  return locks.some((fields) => {
-    if (fields[3] !== 'WRITE') return false;
-    const start = BigInt(fields[6] ?? '-1');
-    const end = fields[7] === 'EOF' ? SQLITE_SHARED_FIRST : BigInt(fields[7] ?? '-1');
-    return start <= SQLITE_SHARED_FIRST && SQLITE_SHARED_FIRST <= end;
-  });
+  return (
+    locks === undefined ||
+    locks.some((fields) => {
+      if (fields[3] !== 'WRITE') return false;
+      const start = BigInt(fields[6] ?? '-1');
+      const end = fields[7] === 'EOF' ? SQLITE_SHARED_FIRST : BigInt(fields[7] ?? '-1');
+      return start <= SQLITE_SHARED_FIRST && SQLITE_SHARED_FIRST <= end;
+    })
+  );
 }
 
 export class InstanceLock {

@@ -37,6 +37,7 @@
  * - every request that left is counted once (`requests`, api-requests.ts: a resend after a stale
  *   connection is one), and carries `userAgent`, so an audit log names the agent and its node.
  */
+import { Listeners } from '../../core/listeners.ts';
 import type { Agent } from 'node:http';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { type ApiFailure, failureOfResponse, refusalOf } from './api-failure.ts';
@@ -121,7 +122,7 @@ export class KubeApiClient {
   /** Whether the last request or watch found the API server away (no answer, or a 5xx). */
   #away = false;
   /** Told each time the API server answers again after it was away (`whenBack`). */
-  readonly #back = new Set<() => void>();
+  readonly #back = new Listeners();
 
   private constructor(connection: Awaited<ReturnType<typeof connectionOf>>, o: KubeApiClientOptions) {
     this.#config = o.kubeConfig;
@@ -158,8 +159,7 @@ export class KubeApiClient {
    * away: what waits out a backoff may try again now. The function returned stops it.
    */
   whenBack(listener: () => void): () => void {
-    this.#back.add(listener);
-    return () => this.#back.delete(listener);
+    return this.#back.add(listener);
   }
 
   /** The API server answered `status`, or nothing (undefined). */
@@ -170,13 +170,7 @@ export class KubeApiClient {
     }
     if (!this.#away) return;
     this.#away = false;
-    for (const listener of [...this.#back]) {
-      try {
-        listener();
-      } catch {
-        // A listener's failure is its own.
-      }
-    }
+    this.#back.tell();
   }
 
   /** One request; its answer whatever the status, or TRY_AGAIN when none came (`what` says what for). */

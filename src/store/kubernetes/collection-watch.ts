@@ -167,15 +167,14 @@ export class KubeCollectionWatch<T> {
 
   async #run(signal: AbortSignal): Promise<void> {
     let failures = 0;
-    // The listing the copy holds, by the accept it was read after: none yet (-1).
-    let listedAt = -1;
-    // The operator accepting a store that lost its data: the version reached is the old store's,
-    // maybe ahead of all the API server holds now, where a watch stays silent until it passes it
-    // (../KUBERNETES-API.md §7, future RV). Listed again at once, whatever the attempt is doing.
-    let accepts = 0;
+    // A listing is due: the first, after 410 Gone, and after the operator accepted a store that
+    // lost its data (the version reached is the old store's, maybe ahead of all the API server holds
+    // now, where a watch stays silent until it passes it: ../KUBERNETES-API.md §7, future RV). An
+    // accept ends whatever the attempt is doing.
+    let due = true;
     let attempt = new AbortController();
     const stopAccepts = this.#o.resource.whenAccepted(() => {
-      accepts += 1;
+      due = true;
       attempt.abort();
     });
     while (!signal.aborted) {
@@ -183,12 +182,11 @@ export class KubeCollectionWatch<T> {
       const step = AbortSignal.any([signal, attempt.signal]);
       const started = this.#clock.monotonic();
       try {
-        if (listedAt !== accepts) {
-          const at = accepts;
+        if (due) {
+          due = false;
           this.#state = 'listing';
           await this.#list();
-          if (at !== accepts) continue; // accepted while listing: what it read may be the old store's
-          listedAt = at;
+          if (due) continue; // accepted while listing: what it read may be the old store's
         }
         this.#state = 'opening';
         const reached = await this.#o.resource.watch(
@@ -206,7 +204,7 @@ export class KubeCollectionWatch<T> {
         failures = 0;
         this.#lastError = undefined;
         if (reached === 'gone') {
-          listedAt = -1; // the version is older than the server keeps: list again, now
+          due = true; // the version is older than the server keeps: list again, now
           this.#relists += 1;
           continue;
         }
