@@ -95,10 +95,12 @@ export interface Membership {
   recovery(): Recovery | undefined;
   /**
    * Reads the recovery marker (and checks the store's identity where it is kept with it), and when
-   * this node halted because the store lost its data, adds this node to it (writing it if there is
-   * none, with the nodes the store names as holding blocks). Run by the upkeep before it announces.
+   * this node halted because the store lost its data, adds this node to it with the nodes the store
+   * names as holding blocks (writing it if there is none); `taken`, why a range of this node is
+   * halted on a block another node holds: adds this node to a marker that stands (recovery.ts
+   * `RecoveryJoin`). Run by the upkeep before it announces.
    */
-  keepRecovery(): Promise<void>;
+  keepRecovery(taken?: string): Promise<void>;
   /** Takes a forgotten node off the recovery marker (`warren node forget`); accept does so for its own. */
   leaveRecovery(node: string): Promise<void>;
   /**

@@ -31,7 +31,7 @@ import type { EtcdContinuity } from './continuity.ts';
 import { claimantOf, nodeKey, recordOf, taskKey } from './announcements.ts';
 import { type FollowKey, FollowedKeys } from './followed-keys.ts';
 import type { EtcdRecovery } from './recovery.ts';
-import { type Recovery, joinRecovery, settled } from '../tiered/recovery.ts';
+import { type Recovery, RecoveryJoin, settled } from '../tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
 import { describeInstance, goneFromThisBoot } from '../membership.ts';
 
@@ -67,6 +67,7 @@ export class EtcdMembership implements Membership {
   readonly #o: EtcdMembershipOptions;
   #lease: Lease | undefined;
   #announced: { node: string; record: NodeRecord; previous?: string } | undefined;
+  readonly #recoveryJoin = new RecoveryJoin();
   /** What is followed by watch once announced: the identity, this node's announcement, the marker. */
   #followed: FollowedKeys | undefined;
   /** Whether the lease's last keep-alive was answered (etcd answers this node now). */
@@ -107,12 +108,13 @@ export class EtcdMembership implements Membership {
     return this.#o.recovery.current();
   }
 
-  async keepRecovery(): Promise<void> {
+  async keepRecovery(taken?: string): Promise<void> {
     const halt = this.#o.continuity.halted();
     // Read while halted (this node may join the marker) or while the watch does not follow it.
     const live = halt === undefined && this.#followed?.recoveryFollowed() === true;
-    await joinRecovery({
+    await this.#recoveryJoin.keep({
       halt,
+      taken,
       node: this.#announced?.node,
       recovery: live ? this.#o.recovery.current() : await this.#o.recovery.read(),
       holders: () => this.#o.holders(),

@@ -42,7 +42,7 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
-import { type Recovery, joinRecovery, settled } from '../tiered/recovery.ts';
+import { type Recovery, RecoveryJoin, settled } from '../tiered/recovery.ts';
 import type { AcceptReport, AliveQuestion, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
 import type { KubeClusterState } from './cluster-state.ts';
 import { watchAnnouncement } from './announcement-watch.ts';
@@ -92,6 +92,7 @@ interface Announced {
 export class LeaseMembership implements Membership {
   readonly #o: LeaseMembershipOptions;
   #announced: Announced | undefined;
+  readonly #recoveryJoin = new RecoveryJoin();
   /** This instance's Lease as last written: what the next renewal is guarded by. */
   #held: LeaseView | undefined;
   readonly #tasks: TaskLeases;
@@ -130,15 +131,19 @@ export class LeaseMembership implements Membership {
     return this.#o.state.recovery();
   }
 
-  async keepRecovery(): Promise<void> {
+  async keepRecovery(taken?: string): Promise<void> {
     const halted = this.#o.continuity.halted() !== undefined;
     const following = this.#o.state.following(); // the watch tells of a marker and of the identity
-    const marker = this.#o.state.recovery() !== undefined && !following;
-    if ((!this.#stateDue || following) && !halted && !marker) return;
+    const recovery = this.#o.state.recovery();
+    const marker = recovery !== undefined && !following;
+    // A range halted on a block another node holds joins a recovery under way (recovery.ts `RecoveryJoin`).
+    const joins = taken !== undefined && recovery?.pending.includes(this.#announced?.node ?? '') === false;
+    if ((!this.#stateDue || following) && !halted && !marker && !joins) return;
     await this.#o.state.verify();
     this.#stateDue = false;
-    await joinRecovery({
+    await this.#recoveryJoin.keep({
       halt: this.#o.continuity.halted(),
+      taken,
       node: this.#announced?.node,
       recovery: this.#o.state.recovery(),
       holders: () => this.#o.holders(),

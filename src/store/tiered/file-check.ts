@@ -55,7 +55,7 @@ import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { FileCheckStatus } from '../cluster.ts';
 import type { ClusterTier, PublishedBlock } from './cluster-tier.ts';
 import { giveBackUnrecorded, unrecordedIn } from './stray-claims.ts';
-import type { AcceptReport, LedgerOp, Membership, Store } from '../store.ts';
+import type { LedgerOp, Store } from '../store.ts';
 import { ANNOUNCED_NETWORK, announcedOps, passAnnounced, releaseAnnounced } from './announced.ts';
 import { PAGE_LIMIT } from './ranges.ts';
 
@@ -144,30 +144,10 @@ export class TieredFileCheck {
     return this.#withheld.has(key);
   }
 
-  /** `membership`, whose `accept` (`warren store accept`) also lifts the withheld blocks. */
-  accepting(membership: Membership): Membership {
-    const withheld = this.#withheld;
-    const { local, mark } = this.#o;
-    return {
-      announce: (node, info) => membership.announce(node, info),
-      halted: () => membership.halted(),
-      async accept(): Promise<AcceptReport> {
-        const report = await membership.accept();
-        withheld.clear();
-        await releaseAnnounced(local, mark);
-        return report;
-      },
-      identity: () => membership.identity(),
-      liveNodes: () => membership.liveNodes(),
-      alive: (node, told) => membership.alive(node, told),
-      renew: () => membership.renew(),
-      withdraw: () => membership.withdraw(),
-      claimTask: (task) => membership.claimTask(task),
-      releaseTask: (task) => membership.releaseTask(task),
-      recovery: () => membership.recovery(),
-      keepRecovery: () => membership.keepRecovery(),
-      leaveRecovery: (node) => membership.leaveRecovery(node),
-    };
+  /** The operator accepted the store (`warren store accept`): the withheld blocks are lifted, announced placeholders released. */
+  async accepted(): Promise<void> {
+    this.#withheld.clear();
+    await releaseAnnounced(this.#o.local, this.#o.mark);
   }
 
   /** What was found; `restored` counts the records from publications the file still holds as written. */

@@ -20,10 +20,11 @@
  * block afresh and hand out the addresses this node's containers hold (found by the soak, etcd seed
  * 3943). The operator accepts again once the conflicts are gone (`warren store accept` names them).
  *
- * The marker names the nodes that noticed the loss, and the nodes the store still names when the
- * first one writes it (announced, or holding blocks): after a restore from a backup those are the
- * nodes whose claims the backup may lack. A node that was down during the loss and notices at its
- * start (its recorded identity) adds itself then, and writes the marker again if it was removed.
+ * The marker names the nodes that noticed the loss, and the nodes the store still names when each
+ * of them joins (announced, or holding blocks): after a restore from a backup those are the nodes
+ * whose claims the backup may lack. A node that was down during the loss and notices at its start
+ * (its recorded identity) adds itself then, and writes the marker again if it was removed; one that
+ * finds a block of its own another node's while a recovery is under way joins it (`RecoveryJoin`).
  */
 
 import type { AcceptReport } from '../store.ts';
@@ -81,18 +82,40 @@ export function reasonOf(message: string): string {
 }
 
 /**
- * What a node's `keepRecovery` writes, on either tier: a node halted because its store lost its
- * data puts itself on the marker (the first one to write it also every node the store still names
- * as holding blocks); anything else writes nothing.
+ * What a node's `keepRecovery` writes, on either tier:
+ * - halted because its store lost its data: its node and every node the store names as holding
+ *   blocks, once for that halt whatever the marker lists, and again whenever the marker does not
+ *   list its node. A marker may stand already that is stale: a restore from a backup taken during an
+ *   earlier recovery brings that marker back, listing the nodes of then (often this one), while a
+ *   node that was down during the restore cannot notice it (the same identity) and its claims made
+ *   since the backup are gone (found by the soak, etcd seed 3943: the recovery ended without that
+ *   node, and another handed out its containers' addresses). At worst a node that accepted already
+ *   is listed again and accepts again;
+ * - `taken` (why a range of its node is halted: another node's claim stands on a block where its
+ *   file holds addresses, tiered/reclaim.ts): its node, onto a marker that stands and does not list
+ *   it. In a recovery that other claim is most often one the restore brought back, and its node would
+ *   hand out these addresses once the recovery ended without this one. With no recovery under way the
+ *   halt stays the node's own (most often its own file went back and holds addresses long released).
+ * Anything else writes nothing.
  */
-export async function joinRecovery(o: {
-  readonly halt: Halt | undefined;
-  readonly node: string | undefined;
-  readonly recovery: Recovery | undefined;
-  readonly holders: () => Promise<string[]>;
-  readonly join: (nodes: readonly string[], reason: string) => Promise<void>;
-}): Promise<void> {
-  if (o.halt?.kind !== 'store-lost' || o.node === undefined || o.recovery?.pending.includes(o.node) === true) return;
-  const holders = o.recovery === undefined ? await o.holders().catch(() => []) : [];
-  await o.join([o.node, ...holders], reasonOf(o.halt.message));
+export class RecoveryJoin {
+  /** The halt this node joined the marker for, with the store's holders. */
+  #joinedFor: Halt | undefined;
+
+  async keep(o: {
+    readonly halt: Halt | undefined;
+    readonly taken?: string | undefined;
+    readonly node: string | undefined;
+    readonly recovery: Recovery | undefined;
+    readonly holders: () => Promise<string[]>;
+    readonly join: (nodes: readonly string[], reason: string) => Promise<void>;
+  }): Promise<void> {
+    if (o.node === undefined) return;
+    const listed = o.recovery?.pending.includes(o.node) === true;
+    if (o.halt?.kind === 'store-lost' && (!listed || this.#joinedFor !== o.halt)) {
+      const holders = await o.holders().catch(() => []);
+      await o.join([o.node, ...holders], reasonOf(o.halt.message));
+      this.#joinedFor = o.halt;
+    } else if (o.taken !== undefined && o.recovery !== undefined && !listed) await o.join([o.node], o.taken);
+  }
 }

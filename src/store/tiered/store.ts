@@ -70,6 +70,7 @@ import type {
 } from '../store.ts';
 import { TieredAdmissions } from './admissions.ts';
 import { ClaimAnnouncements } from './claim-announcements.ts';
+import { storeMembership } from './store-membership.ts';
 import { type ClaimCommitParts, commitClaim, conflict } from './claim-commit.ts';
 import { TieredChores } from './chores.ts';
 import { TieredClaims } from './claims.ts';
@@ -160,7 +161,7 @@ export class TieredStore implements Store {
       notice: this.#notice,
     });
     this.cluster = extend({
-      membership: this.#publisher.fileCheck.accepting(o.tier.membership),
+      membership: storeMembership(o.tier.membership, this.#claims, this.#publisher.fileCheck, this.#chores),
       spaces: this.#admissions.spaces,
       owners: {
         ...rangeOwners(

@@ -217,6 +217,38 @@ describe('TieredStore: the node holding addresses in a block is its authority', 
     assert.equal(next?.allocation.pool, key);
   });
 
+  it('never lets a recovery end without it while another node holds a block of its own: joins the marker, and leaves it once it holds the block again', async () => {
+    // Found by the soak (etcd seed 3943, step 1547): a restore brought back another node's claim of
+    // n1's block; n1, down during the restore, halted the range but never joined the recovery, which
+    // ended with the other node's accept, and that node handed out n1's containers' addresses.
+    const c = cluster(['n1', 'n2']);
+    const [n1, n2] = c.nodes;
+    assert.ok(n1 && n2);
+    const membership = n1.store.cluster.membership;
+    await membership.announce('n1', { since: 1, version: 'test' });
+    const r = rangesOf({ range: '10.47.0.0/24', block_size: 28 });
+    const [first] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = first?.allocation.pool ?? '';
+    c.tier.deleteClaim(key, { publication: true });
+    assert.equal((await n2.store.commit(key, 0, [{ op: 'claim', node: 'n2' }])).kind, 'committed');
+    await n1.store.check();
+    await membership.keepRecovery();
+    assert.equal(membership.recovery(), undefined, "no recovery under way: the halt stays n1's own");
+    c.tier.markRecovery({ since: 1, reason: 'the store lost its data', pending: ['n2'] });
+    await membership.keepRecovery();
+    assert.deepEqual(membership.recovery()?.pending, ['n1', 'n2'], 'n1 joins the recovery under way');
+    assert.match(membership.recovery()?.reason ?? '', /lost its data/, 'the reason of the recovery stands');
+    // The other node gives the block back (its claim was a restore's); n1's accept claims it again.
+    const claim = await c.tier.claimOf(key);
+    assert.ok(claim);
+    assert.equal(await c.tier.unclaim(claim), 'released');
+    await membership.accept();
+    assert.deepEqual(membership.recovery()?.pending, ['n2']);
+    await membership.keepRecovery();
+    assert.deepEqual(membership.recovery()?.pending, ['n2'], 'not put back on the marker it left: it holds the block');
+    assert.equal((await c.tier.claimOf(key))?.node, 'n1');
+  });
+
   it('leaves a vanished block that holds nothing here to the cluster', async () => {
     const c = cluster(['n1']);
     const [n1] = c.nodes;

@@ -13,7 +13,7 @@
  */
 import type { Clock } from '../../../src/core/clock.ts';
 import { WarrenError } from '../../../src/core/errors.ts';
-import type { Recovery } from '../../../src/store/tiered/recovery.ts';
+import { type Recovery, RecoveryJoin, joined } from '../../../src/store/tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../../../src/store/store.ts';
 
 interface Announcement {
@@ -56,6 +56,7 @@ export class MemoryMembership implements Membership {
   /** What this agent announced last, to announce again after a lapse. */
   #announced: { node: string; info: AnnounceInfo } | undefined;
   #halted: string | undefined;
+  readonly #recoveryJoin = new RecoveryJoin();
 
   constructor(cluster: MemoryCluster, reach: () => void) {
     this.#cluster = cluster;
@@ -83,6 +84,7 @@ export class MemoryMembership implements Membership {
     if (a !== undefined) {
       this.#cluster.announcements.delete(a.node);
       await this.announce(a.node, a.info);
+      await this.leaveRecovery(a.node); // nothing to claim again here: every accept settles
     }
     return { addresses: 0, blocks: 0, conflicts: [] };
   }
@@ -95,8 +97,20 @@ export class MemoryMembership implements Membership {
     return this.#cluster.recovery;
   }
 
-  async keepRecovery(): Promise<void> {
+  /** A memory store never loses its data: only a range halted on a block another node holds joins a marker. */
+  async keepRecovery(taken?: string): Promise<void> {
     this.#reach();
+    const cluster = this.#cluster;
+    await this.#recoveryJoin.keep({
+      halt: undefined,
+      taken,
+      node: this.#announced?.node,
+      recovery: cluster.recovery,
+      holders: async () => [],
+      join: async (nodes, reason) => {
+        cluster.recovery = joined(cluster.recovery, nodes, reason, cluster.clock.now());
+      },
+    });
   }
 
   async leaveRecovery(node: string): Promise<void> {

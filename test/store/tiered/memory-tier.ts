@@ -42,6 +42,7 @@ import type { HoldingRecord } from '../../../src/store/cluster-holdings.ts';
 import { type RecordView, type RequestChange, type RequestScope, inRequestScope } from '../../../src/store/cluster.ts';
 import { MemoryHoldings } from './memory-holdings.ts';
 import { MemoryCluster, MemoryMembership } from './memory-membership.ts';
+import type { Recovery } from '../../../src/store/tiered/recovery.ts';
 
 const DEFAULT_LIMIT = 500;
 
@@ -206,6 +207,11 @@ export class MemoryTier implements ClusterTier {
   /** Calls answered so far, by method name (every session of the cluster counted). */
   get calls(): ReadonlyMap<string, number> {
     return this.#s.calls;
+  }
+
+  /** Sets the recovery marker, as the first node to notice a store lost its data writes it: for tests. */
+  markRecovery(recovery: Recovery | undefined): void {
+    this.#s.members.recovery = recovery;
   }
 
   /**

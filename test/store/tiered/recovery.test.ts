@@ -6,7 +6,15 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import { KubeContinuity } from '../../../src/store/kubernetes/continuity.ts';
-import { joined, left, recoveryOf, recoveryProblem } from '../../../src/store/tiered/recovery.ts';
+import type { Halt } from '../../../src/store/tiered/continuity.ts';
+import {
+  type Recovery,
+  RecoveryJoin,
+  joined,
+  left,
+  recoveryOf,
+  recoveryProblem,
+} from '../../../src/store/tiered/recovery.ts';
 
 describe('the recovery marker', () => {
   it('is made by the first node that joins, keeps its reason, and goes when the last node leaves', () => {
@@ -23,6 +31,54 @@ describe('the recovery marker', () => {
   it('reads as undefined when it is not what Warren writes', () => {
     assert.equal(recoveryOf({ since: 'x', reason: 'r', pending: [] }), undefined);
     assert.deepEqual(recoveryOf({ since: 1, reason: 'r', pending: ['b', 7, 'a'] })?.pending, ['a', 'b']);
+  });
+});
+
+/** What `join` writes for node n2 with `recovery` standing: the nodes it joins, undefined for nothing. */
+async function joins(
+  o: { halt?: Halt; taken?: string; recovery?: Recovery },
+  join = new RecoveryJoin(),
+): Promise<string[] | undefined> {
+  let written: string[] | undefined;
+  await join.keep({
+    halt: o.halt,
+    taken: o.taken,
+    node: 'n2',
+    recovery: o.recovery,
+    holders: async () => ['n1', 'n3'],
+    join: async (nodes) => {
+      written = [...nodes];
+    },
+  });
+  return written;
+}
+
+describe('a node joining the recovery marker (RecoveryJoin)', () => {
+  const lost: Halt = { kind: 'store-lost', message: 'etcd went backwards. Allocation is stopped until ...', at: 1 };
+  const old: Recovery = { since: 1, reason: 'an earlier loss', pending: ['n1'] };
+
+  it('puts every node the store names on a marker a restore brought back from an earlier recovery', async () => {
+    // Found by the soak (etcd seed 3943, step 1547): the restored snapshot held the marker of an
+    // earlier recovery; the nodes that noticed added only themselves, the node that was down during
+    // the restore was never waited for, and another handed out its containers' addresses.
+    assert.deepEqual(await joins({ halt: lost, recovery: old }), ['n2', 'n1', 'n3']);
+    assert.deepEqual(await joins({ halt: lost }), ['n2', 'n1', 'n3'], 'the first marker, as before');
+    // The stale marker lists this node already: it joins all the same, once for its halt.
+    const join = new RecoveryJoin();
+    const listed = { ...old, pending: ['n2'] };
+    assert.deepEqual(await joins({ halt: lost, recovery: listed }, join), ['n2', 'n1', 'n3']);
+    assert.equal(await joins({ halt: lost, recovery: listed }, join), undefined, 'once for its halt');
+    assert.deepEqual(await joins({ halt: lost, recovery: old }, join), ['n2', 'n1', 'n3'], 'taken off: again');
+    const again: Halt = { ...lost, at: 2 }; // accepted, and halted again
+    assert.deepEqual(await joins({ halt: again, recovery: listed }, join), ['n2', 'n1', 'n3']);
+  });
+
+  it('puts a node whose range is halted on a block another node holds on a recovery under way, and writes none', async () => {
+    const taken = 'allocation in range r is halted: ... node n1 holds the block now';
+    assert.deepEqual(await joins({ taken, recovery: old }), ['n2']);
+    assert.equal(await joins({ taken }), undefined, "no recovery under way: the halt stays the node's own");
+    assert.equal(await joins({ taken, recovery: { ...old, pending: ['n2'] } }), undefined);
+    assert.equal(await joins({ recovery: old }), undefined, 'neither halted nor taken: nothing');
   });
 });
 

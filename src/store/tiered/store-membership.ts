@@ -1,0 +1,43 @@
+/**
+ * The membership the two-tier store offers (`cluster.membership`): its tier's, with what the node's
+ * file and claims add to it.
+ * - `keepRecovery` is told why a range of this node is halted on a block another node holds
+ *   (tiered/reclaim.ts), so the node joins a recovery under way (recovery.ts `joinRecovery`);
+ * - `accept` (`warren store accept`) also lifts what the file check withheld and releases the
+ *   announced placeholders (tiered/file-check.ts), then checks this node's claims at once: the
+ *   blocks it claimed again are held again before the next `keepRecovery`, which would otherwise
+ *   still see their ranges halted and put the node back on the marker it just left.
+ */
+import type { AcceptReport, Membership } from '../store.ts';
+import type { TieredChores } from './chores.ts';
+import type { TieredClaims } from './claims.ts';
+import type { TieredFileCheck } from './file-check.ts';
+
+/** `membership` with the file check's part of an accept, the claims' halts and a claim check after an accept. */
+export function storeMembership(
+  membership: Membership,
+  claims: Pick<TieredClaims, 'halts'>,
+  fileCheck: Pick<TieredFileCheck, 'accepted'>,
+  chores: Pick<TieredChores, 'check'>,
+): Membership {
+  return {
+    announce: (node, info) => membership.announce(node, info),
+    halted: () => membership.halted(),
+    async accept(): Promise<AcceptReport> {
+      const report = await membership.accept();
+      await fileCheck.accepted();
+      await chores.check();
+      return report;
+    },
+    identity: () => membership.identity(),
+    liveNodes: () => membership.liveNodes(),
+    alive: (node, told) => membership.alive(node, told),
+    renew: () => membership.renew(),
+    withdraw: () => membership.withdraw(),
+    claimTask: (task) => membership.claimTask(task),
+    releaseTask: (task) => membership.releaseTask(task),
+    recovery: () => membership.recovery(),
+    keepRecovery: () => membership.keepRecovery(claims.halts()[0]),
+    leaveRecovery: (node) => membership.leaveRecovery(node),
+  };
+}
