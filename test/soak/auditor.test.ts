@@ -253,7 +253,7 @@ describe('the soak auditor', () => {
     assert.deepEqual(auditor.explanations().by, { 'netns line': 1 });
   });
 
-  it("judges a restored record replaced on its address by another container's by the file check's line", async () => {
+  it("judges a restored record replaced on its address by another container's by the file check's line, which no release counter counts", async () => {
     const truth = new GroundTruth();
     const n = witnessed(0, { p0s0: '10.0.0.1', p1s1: '10.0.0.2' });
     const auditor = new Auditor([n], truth, 10_000);
@@ -270,8 +270,13 @@ describe('the soak auditor', () => {
     n.told.log.read(1, JSON.stringify({ level: 40, msg }), Date.now());
     auditor.check();
     auditor.final();
+    // The address stayed in use (the publication's holder has it): the agent's release counter counts none.
+    n.told.counter = { incarnation: 1, total: 0 };
     await auditor.agentsAtEnd(0);
     assert.deepEqual(auditor.explanations().by, { 'file-check line': 1 });
+    assert.deepEqual(auditor.explanations().counters, [
+      'node-0: its last agent counted 0 releases; 0 observed were its',
+    ]);
     assert.deepEqual(
       auditor.violations.filter((v) => v.what.includes('without an explanation')).map((v) => v.what.slice(0, 30)),
       ["node-0: sandbox p1s1's 10.0.0."],
