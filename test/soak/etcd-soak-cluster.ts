@@ -208,10 +208,13 @@ export class SoakEtcd {
    * its node, or undefined if there is none.
    */
   async deletePublication(pick: number): Promise<{ readonly block: string; readonly node: string } | undefined> {
-    const [published, announced] = await Promise.all([
-      this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}published/`).strings(),
-      this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}nodes/`).keys(),
-    ]);
+    // Read as every read of a fault is (`#reading`): the short soak died on "leader changed" here.
+    const [published, announced] = await this.#reading(() =>
+      Promise.all([
+        this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}published/`).strings(),
+        this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}nodes/`).keys(),
+      ]),
+    );
     const running = new Set(announced.map((k) => decodeURIComponent(k.slice(`${ETCD_SOAK_PREFIX}nodes/`.length))));
     const candidates = Object.entries(published)
       .filter(([, value]) => {

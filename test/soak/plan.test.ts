@@ -97,6 +97,27 @@ describe('the soak plan and the store seam', () => {
     assert.equal(steps.filter(isFault).length - steps.filter((s) => s.kind === 'restore-state').length, 400);
   });
 
+  it("deletes a node's state directory only when asked, right after its agent's kill, and leaves the plans asked for the others as drawn", () => {
+    const options: PlanOptions = { ...SHORT_SOAK, faults: 400, nodeFaults: ['clock', 'disk'] };
+    const digest = (steps: Step[]) => createHash('sha256').update(JSON.stringify(steps)).digest('hex');
+    assert.equal(
+      digest(planSoak(options)),
+      'ee95b10ce89608ff11b78442508d606953e1f092252da069396fa7feac886e5c',
+      'the plan drawn before the wipe was one',
+    );
+    const steps = planSoak({ ...options, nodeFaults: ['clock', 'disk', 'wipe'] });
+    const wipes = steps.flatMap((s, i) => (s.kind === 'wipe-state' ? [i] : []));
+    assert.ok(wipes.length >= 5, `${wipes.length} wipes in 400 faults`);
+    for (const i of wipes) {
+      const [kill, wipe] = [steps[i - 1], steps[i]];
+      assert.ok(kill?.kind === 'kill' && wipe?.kind === 'wipe-state' && kill.node === wipe.node, `step ${i}`);
+      const start = steps.slice(i).find((s) => s.kind === 'start' && s.node === wipe.node);
+      assert.ok(start, `node ${wipe.node} started again after its wipe at step ${i}`);
+    }
+    const twoSteps = steps.filter((s) => s.kind === 'restore-state' || s.kind === 'wipe-state').length;
+    assert.equal(steps.filter(isFault).length - twoSteps, 400, 'one fault of two steps: the kill, then the wipe');
+  });
+
   it('re-creates a pod only when asked: a pod alive, under its name, on its node or another, DELed or forced', () => {
     const options: PlanOptions = { ...SHORT_SOAK, faults: 200, workload: ['recreate'] };
     const steps = planSoak(options);

@@ -60,6 +60,8 @@ export type Step =
   | { readonly kind: 'copy-state'; readonly node: number }
   /** While the agent is stopped: its state directory replaced by its newest copy. */
   | { readonly kind: 'restore-state'; readonly node: number }
+  /** While the agent is stopped: its state directory deleted (a disk lost or replaced, the machine kept). */
+  | { readonly kind: 'wipe-state'; readonly node: number }
   /** NTP stepped the node's wall clock by `seconds` (back when negative), its processes running. */
   | { readonly kind: 'clock-step'; readonly node: number; readonly seconds: number }
   /** The node's disk full: its agent's next write (a commit, a journal entry) fails with ENOSPC. */
@@ -79,6 +81,7 @@ export const FAULT_KINDS: ReadonlySet<StepKind> = new Set([
   'kill',
   'restart',
   'restore-state',
+  'wipe-state',
   'clock-step',
   'disk-full',
   'node-lost',
@@ -106,9 +109,15 @@ const RECREATE_WEIGHT = 1;
 /** The share of the nodes' faults that lose a node, when asked for (and no node is lost). */
 const NODE_LOST_SHARE = 0.06;
 
-/** The nodes' faults beyond their agents' deaths, each drawn only when asked for (so older plans stay as drawn). */
-export type NodeFault = 'clock' | 'disk';
-export const NODE_FAULTS: readonly NodeFault[] = ['clock', 'disk'];
+/**
+ * The nodes' faults beyond their agents' deaths, each drawn only when asked for (so older plans stay
+ * as drawn): a wall clock stepped, a disk full, a state directory deleted (`wipe`: drawn among the
+ * kills, with a restart and a restore from a copy, where a zero weight leaves the draw as it was).
+ */
+export type NodeFault = 'clock' | 'disk' | 'wipe';
+export const NODE_FAULTS: readonly NodeFault[] = ['clock', 'disk', 'wipe'];
+/** A state directory deleted, among a node's kills (5), restarts (2) and restores (2), when asked for. */
+const WIPE_WEIGHT = 1;
 /** The share of node faults that are these, when asked for. */
 const NODE_FAULT_SHARE = 0.2;
 /** Wall-clock steps NTP makes (seconds); a node's clock is kept within a day of the real one. */
@@ -158,7 +167,8 @@ export function planSoak(o: PlanOptions): Step[] {
   /** Steps left before a stopped node is started (per node). */
   const downFor = new Map<number, number>();
   const storePlanner = o.store?.planner();
-  const nodeFaults = o.nodeFaults ?? [];
+  const nodeFaults = (o.nodeFaults ?? []).filter((f) => f !== 'wipe'); // the faults drawn apart from the kills
+  const wipes = o.nodeFaults?.includes('wipe') === true;
   /** Each node's wall-clock offset as the plan stepped it (seconds). */
   const offsets = new Map<number, number>();
   /** Steps left before a full disk is freed (per node). */
@@ -256,7 +266,12 @@ export function planSoak(o: PlanOptions): Step[] {
       return;
     }
     faults += 1;
-    const kind = random.weighted({ kill: 5, restart: 2, 'restore-state': copied.has(node) ? 2 : 0 });
+    const kind = random.weighted({
+      kill: 5,
+      restart: 2,
+      'restore-state': copied.has(node) ? 2 : 0,
+      'wipe-state': wipes ? WIPE_WEIGHT : 0,
+    });
     if (kind === 'restart') {
       steps.push({ kind, node });
       return;
@@ -267,6 +282,8 @@ export function planSoak(o: PlanOptions): Step[] {
     if (kind === 'restore-state') {
       steps.push({ kind: 'restore-state', node });
       copied.delete(node);
+    } else if (kind === 'wipe-state') {
+      steps.push({ kind: 'wipe-state', node });
     } else if (random.chance(0.5)) {
       steps.push({ kind: 'copy-state', node });
       copied.add(node);
@@ -348,6 +365,7 @@ export function describeStep(step: Step): string {
     case 'restart':
     case 'copy-state':
     case 'restore-state':
+    case 'wipe-state':
       return `${step.kind} node ${step.node}`;
     case 'clock-step':
       return `wall clock of node ${step.node} stepped ${step.seconds > 0 ? '+' : ''}${step.seconds} s`;

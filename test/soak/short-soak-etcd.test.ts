@@ -66,7 +66,7 @@ describe('the short soak on the etcd store', { skip }, () => {
     assert.deepEqual(report.violations, [], text);
     assert.equal(report.stepsRun, steps.length);
     assert.ok(report.looks.unreadable * 10 < report.looks.total, `looks: ${JSON.stringify(report.looks)}`);
-    const drawn = ['kill', 'restore-state', 'member-kill', 'leader-kill', 'restore', 'claim-delete'];
+    const drawn = ['kill', 'restore-state', 'wipe-state', 'member-kill', 'leader-kill', 'restore', 'claim-delete'];
     for (const fault of drawn)
       assert.ok((report.faults[fault] ?? 0) >= 1, `${fault}: ${JSON.stringify(report.faults)}`);
   });

@@ -66,6 +66,7 @@ describe('the short soak on the SQLite store', {
     assert.ok(report.looks.unreadable * 10 < report.looks.total, `looks: ${JSON.stringify(report.looks)}`);
     assert.ok((report.faults.kill ?? 0) >= 10, `kills: ${JSON.stringify(report.faults)}`);
     assert.ok((report.faults['restore-state'] ?? 0) >= 1, `restores: ${JSON.stringify(report.faults)}`);
+    assert.ok((report.faults['wipe-state'] ?? 0) >= 1, `state directories deleted: ${JSON.stringify(report.faults)}`);
     assert.ok((report.faults['disk-full'] ?? 0) >= 1, `full disks: ${JSON.stringify(report.faults)}`);
     assert.ok((report.faults['clock-step'] ?? 0) >= 1, `clock steps: ${JSON.stringify(report.faults)}`);
   });

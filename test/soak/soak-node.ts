@@ -370,6 +370,19 @@ export class SoakNode {
     }
   }
 
+  /** Deletes the stopped agent's state directory's content: a disk lost or replaced (its copies are kept). */
+  wipeState(): void {
+    if (this.#agent !== undefined) throw new Error(`${this.name}: wipe-state while the agent runs`);
+    this.busy = true;
+    try {
+      for (const entry of readdirSync(this.stateDir))
+        rmSync(join(this.stateDir, entry), { recursive: true, force: true });
+      this.#restores.push(Date.now()); // what the file held is gone by no agent's hand
+    } finally {
+      this.busy = false;
+    }
+  }
+
   netnsPath(containerID: string): string {
     return join(this.netnsDir, containerID);
   }

@@ -244,15 +244,17 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     };
 
     /**
-     * Before its state is put back: the node's calls in flight end (its agent is dead), then the
-     * truth follows the file, and what the store keeps outside it (a cluster store's published
-     * allocations, written back at the agent's start: docs/recovery.md).
+     * Before its state is put back (or deleted: `wipe`, a copy that holds nothing): the node's calls
+     * in flight end (its agent is dead), then the truth follows the file, and what the store keeps
+     * outside it (a cluster store's published allocations, written back at the agent's start:
+     * docs/recovery.md).
      */
-    const restore = async (node: SoakNode): Promise<void> => {
+    const restore = async (node: SoakNode, wipe = false): Promise<void> => {
       await settle();
       const outside = await theStore.heldOutsideFile(node);
-      node.restoreState();
-      const copy = readRecords(node.database);
+      if (wipe) node.wipeState();
+      else node.restoreState();
+      const copy = wipe ? new Map<string, string>() : readRecords(node.database);
       if (copy === undefined) throw new Error(`${node.name}: the restored file cannot be read`);
       const now = Date.now();
       for (const s of truth.on(node.index)) {
@@ -402,6 +404,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           return;
         case 'restore-state':
           return restore(node);
+        case 'wipe-state':
+          return restore(node, true); // as a restore from a copy that holds nothing
         case 'clock-step':
           node.clock.step(step.seconds);
           return;

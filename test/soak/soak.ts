@@ -11,8 +11,9 @@
  * K steps of the seed's plan), --shrink (on failure, halve K while a prefix still fails, and print
  * the shortest failing prefix found), --trace (each step on stderr as it begins), --nodes N (2),
  * --ops-per-fault N (6), --pods-per-node N (12), --in-flight N (4), --bound-ms MS (10000),
- * --node-faults clock,disk|none (the nodes' faults beyond their agents' deaths: wall clocks stepped,
- * disks full; default both), --workload recreate,node-lost|none (the workload's kinds beyond
+ * --node-faults clock,disk,wipe|none (the nodes' faults beyond their agents' deaths: wall clocks
+ * stepped, disks full, state directories deleted; default all three, and `clock,disk` draws the plans
+ * drawn before the wipe), --workload recreate,node-lost|none (the workload's kinds beyond
  * create, delete, force-delete and crash loops: StatefulSet re-creation, a node lost and forgotten,
  * the latter only on a store that forgets nodes; default both), --reconcile-interval S and --netns-grace S for the agents (unset:
  * the agents' own defaults, as a node runs them), --keep-logs DIR (each agent's whole log kept in

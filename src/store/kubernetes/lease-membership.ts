@@ -26,7 +26,7 @@
  *   store that lost its data; so do the identity object gone or replaced, and any answer gone
  *   backwards (cluster-state.ts, resources.ts). The identity object, with the recovery marker
  *   (recovery.ts), is read by `keepRecovery` only while its watch is not live (after the announcement
- *   was written, or to see a marker lifted) and while halted; a node halted on a lost store joins it.
+ *   was written, or to see a marker lifted), while halted, and to join a marker (recovery.ts).
  * - A chore (`claimTask`) is claimed only by a node announced and holding its Lease, on a store not
  *   halted (task-leases.ts, told when this announcement was made anew or lapsed).
  *
@@ -135,17 +135,15 @@ export class LeaseMembership implements Membership {
     const halted = this.#o.continuity.halted() !== undefined;
     const following = this.#o.state.following(); // the watch tells of a marker and of the identity
     const recovery = this.#o.state.recovery();
-    const marker = recovery !== undefined && !following;
     // A range halted on a block another node holds joins a recovery under way (recovery.ts `RecoveryJoin`).
     const joins = taken !== undefined && recovery?.pending.includes(this.#announced?.node ?? '') === false;
-    if ((!this.#stateDue || following) && !halted && !marker && !joins) return;
+    if ((!this.#stateDue || following) && !halted && (recovery === undefined || following) && !joins) return;
     await this.#o.state.verify();
     this.#stateDue = false;
+    // Read again: the verify may have read the marker.
+    const [halt, node, marker] = [this.#o.continuity.halted(), this.#announced?.node, this.#o.state.recovery()];
     await this.#recoveryJoin.keep({
-      halt: this.#o.continuity.halted(),
-      taken,
-      node: this.#announced?.node,
-      recovery: this.#o.state.recovery(),
+      ...{ halt, taken, node, recovery: marker },
       holders: () => this.#o.holders(),
       join: (nodes, reason) => this.#o.state.join(nodes, reason),
     });
@@ -171,9 +169,9 @@ export class LeaseMembership implements Membership {
     return report;
   }
 
-  #body(a: Announced, lease: Predecessor | undefined, acquire: boolean): KubeObject {
+  #body(a: Announced, lease: Predecessor | undefined, acquire: boolean, id?: string): KubeObject {
     const at = { now: this.#o.clock.now(), leaseSeconds: this.#o.leaseSeconds };
-    return announcementObject({ node: a.node, instance: a.instance, record: a.record }, at, lease, acquire);
+    return announcementObject({ node: a.node, instance: a.instance, record: a.record }, at, lease, acquire, id);
   }
 
   /** Keeps the Lease as written; `anew` when it was not this instance's unexpired Lease before. */
@@ -204,8 +202,7 @@ export class LeaseMembership implements Membership {
   async #answer(id: string): Promise<boolean> {
     const [a, held] = [this.#announced, this.#held];
     if (a === undefined || held === undefined || this.#o.continuity.halted() !== undefined) return false;
-    const at = { now: this.#o.clock.now(), leaseSeconds: this.#o.leaseSeconds };
-    const body = announcementObject({ node: a.node, instance: a.instance, record: a.record }, at, held, false, id);
+    const body = this.#body(a, held, false, id);
     const answered = await this.#o.leases.replace('answer a ping of the node announcement', body);
     if (answered.kind !== 'replaced') return false; // changed since (its watch tells) or gone
     this.#tasks.forgetLapsed(held.expires);

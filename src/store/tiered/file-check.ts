@@ -144,7 +144,7 @@ export class TieredFileCheck {
     return this.#withheld.has(key);
   }
 
-  /** The operator accepted the store (`warren store accept`): the withheld blocks are lifted, announced placeholders released. */
+  /** The operator accepted the store (`warren store accept`): withheld blocks lifted, announced placeholders released. */
   async accepted(): Promise<void> {
     this.#withheld.clear();
     await releaseAnnounced(this.#o.local, this.#o.mark);
