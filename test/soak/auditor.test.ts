@@ -283,6 +283,33 @@ describe('the soak auditor', () => {
     );
   });
 
+  it('judges a gone sandbox its agent writes back from the store released only once its record came back and went again', () => {
+    // Found by the soak (kubernetes seed 3839, step 6180): a node back, as a new machine, before any
+    // agent could act on its forget. Its empty file held none of its old sandboxes; the first look
+    // would have taken each for released before its agent wrote it back and released it (its netns gone).
+    const truth = new GroundTruth();
+    const n = witnessed(0, { p0s0: '10.0.0.1' });
+    const auditor = new Auditor([n], truth, 10_000);
+    const s = truth.newSandbox(0, 0);
+    truth.markLive(s, '10.0.0.1');
+    auditor.check();
+    n.write({}); // the new machine's empty file
+    truth.markGone(s, 'restored', Date.now() - 2_000);
+    s.returning = true;
+    auditor.check();
+    assert.equal(s.releasedAt, undefined, 'not released before it came back');
+    n.write({ p0s0: '10.0.0.1' }); // written back from the publication at the agent's start
+    auditor.check();
+    assert.equal(s.returning, undefined);
+    n.write({});
+    const msg = 'released: network namespace is gone';
+    n.told.log.read(1, JSON.stringify({ level: 30, msg, containerID: 'p0s0', addresses: ['10.0.0.1'] }), Date.now());
+    auditor.check();
+    assert.ok(s.releasedAt !== undefined, 'released once gone again');
+    auditor.final();
+    assert.deepEqual(auditor.violations, []);
+  });
+
   it('takes a release observed across a kill -9 of its agent as committed before its line could be written', () => {
     const { n, auditor } = sweptOnce();
     n.told.kills.push(Date.now());

@@ -370,6 +370,7 @@ export class Auditor {
     }
     if (s.state !== 'gone' || s.releasedAt !== undefined || record !== undefined) return;
     if (releasedInCluster(s)) return; // its node lost: the harness judges it in the cluster
+    if (s.returning === true) return; // released once its record, written back at the agent's start, is gone again
     s.releasedAt = now;
     if (node.witness === undefined || !s.held || s.lostWithDisk === true) return;
     // The address its record held in the file (an ADD killed before its answer leaves none in the truth).

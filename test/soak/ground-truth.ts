@@ -57,9 +57,10 @@ export interface Sandbox {
    */
   lostWithDisk?: boolean;
   /**
-   * Live, ADDed after the copy its node's file was put back from, and kept by the store outside the
-   * file (a cluster store's publication): its record is written back at the agent's start, and is
-   * not judged missing until then. Cleared when the auditor sees the record again.
+   * Not in the file its node's agent starts on (a copy put back, an empty directory) but kept by the
+   * store outside it (a cluster store's publication): its record is written back at the agent's
+   * start, and is not judged until then (live: missing; gone: released). Cleared when the auditor
+   * sees the record again.
    */
   returning?: boolean;
 }

@@ -342,8 +342,9 @@ class EtcdSoakStore implements SoakStore {
         containers: await this.#etcd.publishedBy(node.name),
       };
     },
-    returned: (node: StoreNode): void => {
+    returned: (node: StoreNode): boolean => {
       this.#forgotten.delete(node.name);
+      return false; // `warren node forget` gave its blocks up as it answered
     },
   };
 

@@ -125,8 +125,11 @@ export interface LostNodes {
   held(
     node: StoreNode,
   ): Promise<{ readonly blocks: readonly string[]; readonly containers: ReadonlySet<string> } | undefined>;
-  /** The node back as a new machine of the same name, before its agent starts. */
-  returned(node: StoreNode): void;
+  /**
+   * The node back as a new machine of the same name, before its agent starts; true when no agent
+   * could act on its forget since (kubernetes: the API server away): its blocks are its own again.
+   */
+  returned(node: StoreNode): boolean;
 }
 
 /** The store of one run, its processes running. */
