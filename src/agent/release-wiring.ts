@@ -107,6 +107,7 @@ export class ReleaseWiring {
   /** The plugin registry's sockets and what registered adapters released, when on. */
   readonly plugins: (() => PluginsStatus) | undefined;
   readonly #o: AgentOptions;
+  readonly #store: Store;
   readonly #clock: Clock;
   readonly #journal: JournalIntake;
   readonly #source: ContainerdEventSource | undefined;
@@ -130,6 +131,7 @@ export class ReleaseWiring {
 
   private constructor(o: AgentOptions, deps: ReleaseWiringDeps, modules: OptionalModules) {
     this.#o = o;
+    this.#store = deps.store;
     this.#clock = deps.clock;
     this.#logger = deps.logger;
     this.#onFailure = deps.onFailure;
@@ -232,6 +234,11 @@ export class ReleaseWiring {
       );
     this.#loops.push(supervised('the missed-delete journal watch', this.#journal.consume(signal, push)));
     this.reconciler.start(signal);
+    // Records the file check wrote back from the cluster (a file put back or lost) were in no pass
+    // yet, and their containers may be gone already, their namespaces with them: a pass looks now,
+    // not at the next interval (found by the soak, etcd: a release 10 s after it was provable).
+    const unwatch = this.#store.cluster?.whenRestored?.(() => this.reconciler.soon());
+    if (unwatch !== undefined) signal.addEventListener('abort', unwatch, { once: true });
     this.#registry?.start(signal);
     if (this.#source !== undefined)
       this.#loops.push(

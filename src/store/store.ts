@@ -191,6 +191,12 @@ export interface StoreCluster {
   /** This node's file held against what it published (tiered/file-check.ts), for `warren status`. */
   fileCheck(): Promise<FileCheckStatus>;
   /**
+   * Tells `listener` when the file check wrote records back from what this node published (its file
+   * put back or lost): records no source has looked at, whose containers may be gone already. The
+   * function returned stops telling.
+   */
+  whenRestored?(listener: () => void): () => void;
+  /**
    * Addresses held for holders other than one pod (cluster-holdings.ts). Absent on etcd, which
    * keeps none yet: StatefulSet ordinals and IPAMClaims need the Kubernetes store.
    */

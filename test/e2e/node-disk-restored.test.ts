@@ -21,6 +21,7 @@ import { type CniReply, resultAddresses, warren } from '../helpers/cni.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { startKubeNode } from '../helpers/kube-store.ts';
+import { createNetns, deleteNetns } from '../helpers/netns.ts';
 import { CHILD_PATH, WARREN_BIN, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
 
 /** One block of 14 addresses: filling it shows every address handed out. */
@@ -28,8 +29,10 @@ const BLOCK = 14;
 
 interface Cluster {
   readonly kind: string;
-  /** Starts node `node`'s agent on state directory `dir` (a fresh one when undefined). */
-  start(node: string, dir?: string): Promise<AgentHandle>;
+  /** Starts node `node`'s agent on state directory `dir` (a fresh one when undefined), with `extra` arguments. */
+  start(node: string, dir?: string, extra?: readonly string[]): Promise<AgentHandle>;
+  /** The cluster store away (`down`: its API server refusing), or back; kubernetes only (an agent on etcd does not start without it). */
+  away?(down: boolean): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -37,14 +40,16 @@ async function kubeCluster(): Promise<Cluster> {
   const api: FakeKubeApi = await startFakeKubeApi({ crds: 'deploy' });
   return {
     kind: 'kubernetes',
-    start: (node, dir) => startKubeNode(api, node, dir === undefined ? {} : { dir }),
+    start: (node, dir, extra) =>
+      startKubeNode(api, node, { ...(dir === undefined ? {} : { dir }), ...(extra === undefined ? {} : { extra }) }),
+    away: (down) => api.setUnavailable(down),
     stop: () => api.stop(),
   };
 }
 
 async function etcdCluster(): Promise<Cluster> {
   const etcd: EtcdCluster = await startEtcd(1);
-  const args = (node: string) => [
+  const args = (node: string, extra: readonly string[]) => [
     '--node-name',
     node,
     '--store',
@@ -55,23 +60,29 @@ async function etcdCluster(): Promise<Cluster> {
     '/node-disk/',
     '--upkeep-interval',
     '1',
-    '--reconcile-interval',
-    '1',
+    ...(extra.includes('--reconcile-interval') ? [] : ['--reconcile-interval', '1']),
+    ...extra,
   ];
   return {
     kind: 'etcd',
-    start: (node, dir) => startAgent({ args: args(node), ...(dir === undefined ? {} : { dir }) }),
+    start: (node, dir, extra = []) => startAgent({ args: args(node, extra), ...(dir === undefined ? {} : { dir }) }),
     stop: () => etcd.stop(),
   };
 }
 
-function call(command: 'ADD' | 'DEL', agent: AgentHandle, range: string, id: string): Promise<CniReply> {
+function call(
+  command: 'ADD' | 'DEL',
+  agent: AgentHandle,
+  range: string,
+  id: string,
+  netns = `/var/run/netns/${id}`,
+): Promise<CniReply> {
   const config = {
     cniVersion: '1.1.0',
     name: 'disk',
     ipam: { type: 'warren', socket: agent.socket, journal_dir: join(agent.dir, 'journal'), range, block_size: 28 },
   };
-  return warren({ command, containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config });
+  return warren({ command, containerID: id, netns, ifname: 'eth0', config });
 }
 
 async function add(agent: AgentHandle, range: string, id: string): Promise<string> {
@@ -132,8 +143,8 @@ for (const make of [kubeCluster, etcdCluster]) {
       await cluster?.stop();
       for (const d of dirs) removeDir(d);
     });
-    const start = async (node: string, dir?: string) => {
-      const agent = await cluster.start(node, dir);
+    const start = async (node: string, dir?: string, extra?: readonly string[]) => {
+      const agent = await cluster.start(node, dir, extra);
       agents.push(agent);
       if (dir === undefined) dirs.push(agent.dir);
       return agent;
@@ -182,6 +193,46 @@ for (const make of [kubeCluster, etcdCluster]) {
       const freed = await fill(restored, range, 'after-');
       assert.deepEqual(freed.sort(), [...later.values()].sort());
     });
+
+    // On the kubernetes store only: an agent on etcd does not start while etcd is away (it fails fast).
+    if (make === kubeCluster)
+      it('deleted: releases at once what it took back whose container is gone already, at no pass of its own', async () => {
+        // Found by the soak (etcd seed 3943): the agent's pass at its start ran before its file check
+        // wrote back what it had published, so an address whose container went meanwhile (its network
+        // namespace gone) waited for the next pass, 10 s later. Here the passes are an hour apart, and
+        // the store is away at the start, so the file check writes back only after that pass.
+        const range = '10.63.0.0/28';
+        const [gone, kept] = [await createNetns(), await createNetns()];
+        try {
+          const extra = ['--netns-dirs', '/var/run/netns', '--netns-grace', '0', '--reconcile-interval', '3600'];
+          const first = await start('disk-3', undefined, extra);
+          for (const [id, ns] of [
+            ['gone', gone],
+            ['kept', kept],
+          ] as const) {
+            const reply = await call('ADD', first, range, id, ns.path);
+            assert.equal(reply.code, 0, `ADD ${id}: ${reply.stdout}${reply.stderr}`);
+          }
+          const mine = async () => (await published(first)).filter((a) => a.node === 'disk-3').length;
+          await waitFor('both published', async () => ((await mine()) === 2 ? true : undefined));
+          assert.equal(await first.stop(), 0);
+          for (const f of readdirSync(first.dir)) rmSync(join(first.dir, f), { recursive: true, force: true });
+          await deleteNetns(gone.name); // its container went while the agent was down
+
+          await cluster.away?.(true);
+          const fresh = await start('disk-3', first.dir, extra);
+          await waitFor('the pass at the start', async () => (await status(fresh)).reconciler?.lastReconcile);
+          await cluster.away?.(false);
+          const left = await waitFor('the gone container released', async () => {
+            const held = (await fresh.allocations()).map((a) => a.containerID);
+            return held.includes('kept') && !held.includes('gone') ? held : undefined; // taken back, then released
+          });
+          assert.deepEqual(left, ['kept'], 'the live container keeps its address');
+        } finally {
+          await deleteNetns(kept.name);
+          await deleteNetns(gone.name);
+        }
+      });
 
     it('deleted: takes back from the cluster what it published, and hands none of it out', async () => {
       const range = '10.62.0.0/28';

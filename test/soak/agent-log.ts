@@ -141,6 +141,11 @@ export class AgentReleaseLog {
     return line;
   }
 
+  /** Whether a line naming `containerID` was read at or after `from` (it stays to explain its release). */
+  said(containerID: string, from: number): boolean {
+    return this.#lines.some((l) => l.arrivedAt >= from && l.containerID === containerID);
+  }
+
   /** Where incarnation `incarnation` serves its metrics, if it said. */
   metricsAddress(incarnation: number): string | undefined {
     return this.#metrics.get(incarnation);

@@ -56,6 +56,7 @@ function witnessed(index: number, records: Record<string, string>): ReturnType<t
   const told: Told = { log: new AgentReleaseLog(), dels: [], restores: [], kills: [], counter: 'not told' };
   const witness: ReleaseWitness = {
     take: (id, address, from, to) => told.log.take(id, address, from, to),
+    said: (id, from) => told.log.said(id, from),
     delSent: (id, since) => told.dels.find((d) => d.id === id && d.reachable && d.at >= since),
     forget: () => {},
     restoredWithin: (from, to) => told.restores.some((at) => at >= from && at <= to),
@@ -306,6 +307,28 @@ describe('the soak auditor', () => {
     n.told.log.read(1, JSON.stringify({ level: 30, msg, containerID: 'p0s0', addresses: ['10.0.0.1'] }), Date.now());
     auditor.check();
     assert.ok(s.releasedAt !== undefined, 'released once gone again');
+    // Another, written back and released between two looks (its start's reconcile pass): its line says so.
+    const quick = truth.newSandbox(1, 0);
+    truth.markLive(quick, '10.0.0.2');
+    n.write({ p1s1: '10.0.0.2' });
+    auditor.check();
+    n.write({});
+    truth.markGone(quick, 'restored', Date.now() - 1_000);
+    quick.returning = true;
+    auditor.check();
+    assert.equal(quick.releasedAt, undefined);
+    n.told.log.read(2, JSON.stringify({ level: 30, msg, containerID: 'p1s1', addresses: ['10.0.0.2'] }), Date.now());
+    auditor.check();
+    assert.ok(quick.releasedAt !== undefined, 'released: its line says so');
+    // A third, never written back (its file newer than the publication that still named it): not held.
+    const never = truth.newSandbox(2, 0);
+    truth.markLive(never, '10.0.0.3');
+    n.write({ p2s2: '10.0.0.3' });
+    auditor.check();
+    n.write({});
+    truth.markGone(never, 'restored', Date.now() - 1_000);
+    never.returning = true;
+    auditor.check();
     auditor.final();
     assert.deepEqual(auditor.violations, []);
   });

@@ -67,6 +67,8 @@ export interface AuditedNode {
 export interface ReleaseWitness {
   /** Removes and returns the agent's release line read within [from, to] naming the container, else the address. */
   take(containerID: string, address: string | undefined, from: number, to: number): ReleaseLine | undefined;
+  /** Whether the agent's release line naming the container was read at or after `from` (not taken). */
+  said(containerID: string, from: number): boolean;
   /** A DEL for the container sent at or after `since` while an agent ran or was starting. */
   delSent(containerID: string, since: number): { readonly at: number; readonly incarnation: number } | undefined;
   /** The container is judged: its DELs need not be kept. */
@@ -370,7 +372,10 @@ export class Auditor {
     }
     if (s.state !== 'gone' || s.releasedAt !== undefined || record !== undefined) return;
     if (releasedInCluster(s)) return; // its node lost: the harness judges it in the cluster
-    if (s.returning === true) return; // released once its record, written back at the agent's start, is gone again
+    // Written back at its agent's start: released once seen again and gone, or once its agent's line
+    // says so (written back and released between two looks, as a start's reconcile pass does).
+    if (s.returning === true && node.witness?.said(s.id, s.goneAt ?? 0) === false) return;
+    delete s.returning;
     s.releasedAt = now;
     if (node.witness === undefined || !s.held || s.lostWithDisk === true) return;
     // The address its record held in the file (an ADD killed before its answer leaves none in the truth).
@@ -405,6 +410,14 @@ export class Auditor {
 
   /** The end: every gone sandbox released within the bound, nothing in any file but live sandboxes. */
   final(): void {
+    // Kept by the store, but never written back to its node's file (the file knew better: newer than
+    // the publication that still named it): its node never held it again, so nothing is left to release.
+    for (const s of this.#truth.all())
+      if (s.state === 'gone' && s.returning === true && s.releasedAt === undefined) {
+        delete s.returning;
+        s.lostWithDisk = true;
+        s.releasedAt = Date.now();
+      }
     for (const s of this.unreleased())
       this.#violation(`unreleased ${s.id}`, `sandbox ${s.id} (gone by ${s.source}) still held at the end`);
     for (const s of this.#truth.all())

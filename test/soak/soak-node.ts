@@ -106,6 +106,7 @@ export class SoakNode {
   /** What the auditor reads to judge a release explained (auditor.ts `ReleaseWitness`). */
   readonly witness: ReleaseWitness = {
     take: (containerID, address, from, to) => this.releaseLog.take(containerID, address, from, to),
+    said: (containerID, from) => this.releaseLog.said(containerID, from),
     delSent: (containerID, since) => this.#dels.get(containerID)?.find((d) => d.reachable && d.at >= since),
     forget: (containerID) => this.#dels.delete(containerID),
     restoredWithin: (from, to) => this.#restores.some((at) => at >= from && at <= to),

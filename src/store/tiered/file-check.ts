@@ -58,6 +58,7 @@ import { giveBackUnrecorded, unrecordedIn } from './stray-claims.ts';
 import type { LedgerOp, Store } from '../store.ts';
 import { ANNOUNCED_NETWORK, announcedOps, passAnnounced, releaseAnnounced } from './announced.ts';
 import { PAGE_LIMIT } from './ranges.ts';
+import { Listeners } from '../../core/listeners.ts';
 
 export interface FileCheckOptions {
   readonly local: Store;
@@ -89,6 +90,8 @@ export class TieredFileCheck {
   readonly #withheld = new Map<string, string>();
   /** Placeholders written for announced addresses (told in the notice). */
   #announced = 0;
+  /** Told once records were written back from publications (`whenRestored`). */
+  readonly #restoredTold = new Listeners();
 
   constructor(options: FileCheckOptions) {
     this.#o = options;
@@ -144,7 +147,17 @@ export class TieredFileCheck {
     return this.#withheld.has(key);
   }
 
-  /** The operator accepted the store (`warren store accept`): withheld blocks lifted, announced placeholders released. */
+  /**
+   * Tells `listener` once the comparison wrote records back from publications, at once (on the next
+   * turn) when it did before; the function returned stops.
+   */
+  whenRestored(listener: () => void): () => void {
+    const stop = this.#restoredTold.add(listener);
+    if (this.#compared && this.#restored.size > 0) queueMicrotask(listener);
+    return stop;
+  }
+
+  /** The operator accepted the store (`warren store accept`): withheld blocks lifted, placeholders released. */
   async accepted(): Promise<void> {
     this.#withheld.clear();
     await releaseAnnounced(this.#o.local, this.#o.mark);
@@ -207,6 +220,7 @@ export class TieredFileCheck {
         ? ''
         : `; ${this.#announced} addresses it had announced it hands out next are kept as placeholders ` +
           'until an operator accepts (`warren store accept`)';
+    if (restored > 0) this.#restoredTold.tell();
     if (this.#merged.size > 0)
       this.#o.notice?.(
         `node ${node}'s file held less than it had published in ${tier.description} (restored from an older ` +

@@ -179,6 +179,7 @@ export class TieredStore implements Store {
       },
       records: o.tier,
       fileCheck: () => this.#publisher.fileCheck.status(),
+      whenRestored: (listener) => this.#publisher.fileCheck.whenRestored(listener),
       ...defined({ holdings: o.tier.holdings, handover: this.#handover(o) }),
     });
   }
