@@ -289,46 +289,42 @@ describe('the soak auditor', () => {
     // agent could act on its forget. Its empty file held none of its old sandboxes; the first look
     // would have taken each for released before its agent wrote it back and released it (its netns gone).
     const truth = new GroundTruth();
-    const n = witnessed(0, { p0s0: '10.0.0.1' });
+    const n = witnessed(0, {});
     const auditor = new Auditor([n], truth, 10_000);
-    const s = truth.newSandbox(0, 0);
-    truth.markLive(s, '10.0.0.1');
-    auditor.check();
-    n.write({}); // the new machine's empty file
-    truth.markGone(s, 'restored', Date.now() - 2_000);
-    s.returning = true;
-    auditor.check();
-    assert.equal(s.releasedAt, undefined, 'not released before it came back');
-    n.write({ p0s0: '10.0.0.1' }); // written back from the publication at the agent's start
+    /** Pod `pod`'s sandbox seen live at `address`, then gone by a restore, its file empty, the store keeping it. */
+    const keptByStore = (pod: number, address: string): Sandbox => {
+      const s = truth.newSandbox(pod, 0);
+      truth.markLive(s, address);
+      n.write({ [s.id]: address });
+      auditor.check();
+      n.write({});
+      truth.markGone(s, 'restored', Date.now() - 1_000);
+      s.returning = true;
+      auditor.check();
+      assert.equal(s.releasedAt, undefined, `${s.id} not released before it came back`);
+      return s;
+    };
+    const netnsLine = (s: Sandbox, incarnation: number) =>
+      n.told.log.read(
+        incarnation,
+        JSON.stringify({ msg: 'released: network namespace is gone', containerID: s.id, addresses: [s.address] }),
+        Date.now(),
+      );
+    const s = keptByStore(0, '10.0.0.1');
+    n.write({ [s.id]: '10.0.0.1' }); // written back from the publication at the agent's start
     auditor.check();
     assert.equal(s.returning, undefined);
     n.write({});
-    const msg = 'released: network namespace is gone';
-    n.told.log.read(1, JSON.stringify({ level: 30, msg, containerID: 'p0s0', addresses: ['10.0.0.1'] }), Date.now());
+    netnsLine(s, 1);
     auditor.check();
     assert.ok(s.releasedAt !== undefined, 'released once gone again');
     // Another, written back and released between two looks (its start's reconcile pass): its line says so.
-    const quick = truth.newSandbox(1, 0);
-    truth.markLive(quick, '10.0.0.2');
-    n.write({ p1s1: '10.0.0.2' });
-    auditor.check();
-    n.write({});
-    truth.markGone(quick, 'restored', Date.now() - 1_000);
-    quick.returning = true;
-    auditor.check();
-    assert.equal(quick.releasedAt, undefined);
-    n.told.log.read(2, JSON.stringify({ level: 30, msg, containerID: 'p1s1', addresses: ['10.0.0.2'] }), Date.now());
+    const quick = keptByStore(1, '10.0.0.2');
+    netnsLine(quick, 2);
     auditor.check();
     assert.ok(quick.releasedAt !== undefined, 'released: its line says so');
     // A third, never written back (its file newer than the publication that still named it): not held.
-    const never = truth.newSandbox(2, 0);
-    truth.markLive(never, '10.0.0.3');
-    n.write({ p2s2: '10.0.0.3' });
-    auditor.check();
-    n.write({});
-    truth.markGone(never, 'restored', Date.now() - 1_000);
-    never.returning = true;
-    auditor.check();
+    keptByStore(2, '10.0.0.3');
     auditor.final();
     assert.deepEqual(auditor.violations, []);
   });
