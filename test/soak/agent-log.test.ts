@@ -80,6 +80,11 @@ describe("the soak's reading of the agents' release lines", () => {
     assert.equal(log.take('b', '10.0.0.1', 0, 400)?.arrivedAt, 200, 'its own container first');
     assert.equal(log.take('c', '10.0.0.1', 0, 400)?.source, 'journal');
     assert.equal(log.take('c', '10.0.0.1', 0, 400), undefined, 'each line explains one release');
+    // The pod source's line names every address of the pod, no container: it explains each once.
+    log.read(1, JSON.stringify({ msg: 'released', source: 'kubernetes', addresses: ['10.0.0.5', '10.0.0.6'] }), 300);
+    assert.equal(log.take('d', '10.0.0.6', 0, 400)?.source, 'kubernetes');
+    assert.equal(log.take('e', '10.0.0.5', 0, 400)?.source, 'kubernetes', "the other sandbox's release");
+    assert.equal(log.take('f', '10.0.0.5', 0, 400), undefined);
   });
 
   it("reads a backlog and a stream's lines split across chunks, and the metrics address", async () => {
