@@ -217,8 +217,6 @@ export interface Store {
    * in a new file. Absent where a store has no file of its own.
    */
   readonly lineage?: string;
-  /** Moves the file to a new lineage of generation `generation` (tiered/lineage.ts), before it takes over another's. */
-  succeedLineage?(generation: number): void;
   /**
    * Reads a ledger. When `knownRevision` equals the current revision, answers `unchanged` without
    * the contents, so a cached picture is revalidated cheaply.

@@ -117,13 +117,6 @@ export function migrateSchema(db: DatabaseSync, path: string): void {
  * has another. Publications carry it (Store.lineage), so the file check compares revisions of one
  * file's history only (tiered/file-check.ts).
  */
-/** Starts lineage generation `generation` in the file (tiered/lineage.ts): a new id, written at once. */
-export function succeedLineage(db: DatabaseSync, generation: number): string {
-  const lineage = `${generation}.${randomUUID()}`;
-  db.prepare(`UPDATE meta SET value = ? WHERE key = 'lineage'`).run(lineage);
-  return lineage;
-}
-
 export function lineageOf(db: DatabaseSync): string {
   const read = () =>
     (db.prepare(`SELECT value FROM meta WHERE key = 'lineage'`).get() as { value: string } | undefined)?.value;

@@ -21,7 +21,7 @@ import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { describeSqliteError, isBusy } from './errors.ts';
 import { type AllocationRow, readPage, readLedgers, toAllocation, whereClause } from './rows.ts';
 import { type Statements, commitAllIn, commitIn, prepareStatements, readLedgerIn } from './pool-sql.ts';
-import { lineageOf, migrateSchema, succeedLineage } from './schema.ts';
+import { lineageOf, migrateSchema } from './schema.ts';
 import { WalSync } from './wal-sync.ts';
 import type {
   AllocationFilter,
@@ -51,7 +51,7 @@ export interface SqliteStoreOptions {
 
 export class SqliteStore implements Store {
   readonly description: string;
-  #lineage: string;
+  readonly lineage: string;
   readonly #path: string;
   readonly #clock: Clock;
   readonly #busyTimeoutMs: number;
@@ -69,19 +69,11 @@ export class SqliteStore implements Store {
     this.#walSync = full && options.path !== ':memory:' ? new WalSync(options.path) : undefined;
     try {
       this.#db = this.#open(options);
-      this.#lineage = this.#retrySync(() => lineageOf(this.#db));
+      this.lineage = this.#retrySync(() => lineageOf(this.#db));
     } catch (error) {
       throw describeSqliteError(options.path, error);
     }
     this.#stmt = prepareStatements(this.#db);
-  }
-
-  get lineage(): string {
-    return this.#lineage;
-  }
-
-  succeedLineage(generation: number): void {
-    this.#lineage = this.#retrySync(() => succeedLineage(this.#db, generation));
   }
 
   #open(options: SqliteStoreOptions): DatabaseSync {
