@@ -67,7 +67,10 @@ export class EtcdMembership implements Membership {
   readonly #o: EtcdMembershipOptions;
   #lease: Lease | undefined;
   #announced: { node: string; record: NodeRecord; previous?: string } | undefined;
-  readonly #recoveryJoin = new RecoveryJoin();
+  readonly #recoveryJoin = new RecoveryJoin(
+    () => this.#o.holders(),
+    (n, why) => this.#o.recovery.join(n, why),
+  );
   /** What is followed by watch once announced: the identity, this node's announcement, the marker. */
   #followed: FollowedKeys | undefined;
   /** Whether the lease's last keep-alive was answered (etcd answers this node now). */
@@ -117,8 +120,6 @@ export class EtcdMembership implements Membership {
       taken,
       node: this.#announced?.node,
       recovery: live ? this.#o.recovery.current() : await this.#o.recovery.read(),
-      holders: () => this.#o.holders(),
-      join: (nodes, reason) => this.#o.recovery.join(nodes, reason),
     });
   }
 

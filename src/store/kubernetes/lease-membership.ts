@@ -92,7 +92,10 @@ interface Announced {
 export class LeaseMembership implements Membership {
   readonly #o: LeaseMembershipOptions;
   #announced: Announced | undefined;
-  readonly #recoveryJoin = new RecoveryJoin();
+  readonly #recoveryJoin = new RecoveryJoin(
+    () => this.#o.holders(),
+    (n, why) => this.#o.state.join(n, why),
+  );
   /** This instance's Lease as last written: what the next renewal is guarded by. */
   #held: LeaseView | undefined;
   readonly #tasks: TaskLeases;
@@ -134,19 +137,15 @@ export class LeaseMembership implements Membership {
   async keepRecovery(taken?: string): Promise<void> {
     const halted = this.#o.continuity.halted() !== undefined;
     const following = this.#o.state.following(); // the watch tells of a marker and of the identity
-    const recovery = this.#o.state.recovery();
+    const seen = this.#o.state.recovery();
     // A range halted on a block another node holds joins a recovery under way (recovery.ts `RecoveryJoin`).
-    const joins = taken !== undefined && recovery?.pending.includes(this.#announced?.node ?? '') === false;
-    if ((!this.#stateDue || following) && !halted && (recovery === undefined || following) && !joins) return;
+    const joins = taken !== undefined && seen?.pending.includes(this.#announced?.node ?? '') === false;
+    if ((!this.#stateDue || following) && !halted && (seen === undefined || following) && !joins) return;
     await this.#o.state.verify();
     this.#stateDue = false;
-    // Read again: the verify may have read the marker.
-    const [halt, node, marker] = [this.#o.continuity.halted(), this.#announced?.node, this.#o.state.recovery()];
-    await this.#recoveryJoin.keep({
-      ...{ halt, taken, node, recovery: marker },
-      holders: () => this.#o.holders(),
-      join: (nodes, reason) => this.#o.state.join(nodes, reason),
-    });
+    // The marker read again: the verify may have read it.
+    const [halt, node, recovery] = [this.#o.continuity.halted(), this.#announced?.node, this.#o.state.recovery()];
+    await this.#recoveryJoin.keep({ halt, taken, node, recovery });
   }
 
   leaveRecovery(node: string): Promise<void> {

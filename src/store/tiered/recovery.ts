@@ -99,23 +99,31 @@ export function reasonOf(message: string): string {
  * Anything else writes nothing.
  */
 export class RecoveryJoin {
+  /** The nodes the store names as holding blocks. */
+  readonly #holders: () => Promise<string[]>;
+  /** Writes `nodes` onto the marker (a new one, with `reason`, when none stands). */
+  readonly #join: (nodes: readonly string[], reason: string) => Promise<void>;
   /** The halt this node joined the marker for, with the store's holders. */
   #joinedFor: Halt | undefined;
 
+  constructor(holders: () => Promise<string[]>, join: (nodes: readonly string[], reason: string) => Promise<void>) {
+    this.#holders = holders;
+    this.#join = join;
+  }
+
+  /** One look: `recovery` the marker as read now, `taken` why a range of `node` is halted (if it is). */
   async keep(o: {
     readonly halt: Halt | undefined;
     readonly taken?: string | undefined;
     readonly node: string | undefined;
     readonly recovery: Recovery | undefined;
-    readonly holders: () => Promise<string[]>;
-    readonly join: (nodes: readonly string[], reason: string) => Promise<void>;
   }): Promise<void> {
     if (o.node === undefined) return;
     const listed = o.recovery?.pending.includes(o.node) === true;
     if (o.halt?.kind === 'store-lost' && (!listed || this.#joinedFor !== o.halt)) {
-      const holders = await o.holders().catch(() => []);
-      await o.join([o.node, ...holders], reasonOf(o.halt.message));
+      const holders = await this.#holders().catch(() => []);
+      await this.#join([o.node, ...holders], reasonOf(o.halt.message));
       this.#joinedFor = o.halt;
-    } else if (o.taken !== undefined && o.recovery !== undefined && !listed) await o.join([o.node], o.taken);
+    } else if (o.taken !== undefined && o.recovery !== undefined && !listed) await this.#join([o.node], o.taken);
   }
 }

@@ -56,7 +56,12 @@ export class MemoryMembership implements Membership {
   /** What this agent announced last, to announce again after a lapse. */
   #announced: { node: string; info: AnnounceInfo } | undefined;
   #halted: string | undefined;
-  readonly #recoveryJoin = new RecoveryJoin();
+  readonly #recoveryJoin = new RecoveryJoin(
+    async () => [],
+    async (nodes, reason) => {
+      this.#cluster.recovery = joined(this.#cluster.recovery, nodes, reason, this.#cluster.clock.now());
+    },
+  );
 
   constructor(cluster: MemoryCluster, reach: () => void) {
     this.#cluster = cluster;
@@ -100,16 +105,11 @@ export class MemoryMembership implements Membership {
   /** A memory store never loses its data: only a range halted on a block another node holds joins a marker. */
   async keepRecovery(taken?: string): Promise<void> {
     this.#reach();
-    const cluster = this.#cluster;
     await this.#recoveryJoin.keep({
       halt: undefined,
       taken,
       node: this.#announced?.node,
-      recovery: cluster.recovery,
-      holders: async () => [],
-      join: async (nodes, reason) => {
-        cluster.recovery = joined(cluster.recovery, nodes, reason, cluster.clock.now());
-      },
+      recovery: this.#cluster.recovery,
     });
   }
 

@@ -34,23 +34,28 @@ describe('the recovery marker', () => {
   });
 });
 
-/** What `join` writes for node n2 with `recovery` standing: the nodes it joins, undefined for nothing. */
+/** A RecoveryJoin on a store that names n1 and n3 as holding blocks, and the nodes it wrote last. */
+function joiner(): { readonly join: RecoveryJoin; written: string[] | undefined } {
+  const j: { join: RecoveryJoin; written: string[] | undefined } = {
+    join: new RecoveryJoin(
+      async () => ['n1', 'n3'],
+      async (nodes) => {
+        j.written = [...nodes];
+      },
+    ),
+    written: undefined,
+  };
+  return j;
+}
+
+/** What `j` writes for node n2 with `recovery` standing: the nodes it joins, undefined for nothing. */
 async function joins(
   o: { halt?: Halt; taken?: string; recovery?: Recovery },
-  join = new RecoveryJoin(),
+  j = joiner(),
 ): Promise<string[] | undefined> {
-  let written: string[] | undefined;
-  await join.keep({
-    halt: o.halt,
-    taken: o.taken,
-    node: 'n2',
-    recovery: o.recovery,
-    holders: async () => ['n1', 'n3'],
-    join: async (nodes) => {
-      written = [...nodes];
-    },
-  });
-  return written;
+  j.written = undefined;
+  await j.join.keep({ halt: o.halt, taken: o.taken, node: 'n2', recovery: o.recovery });
+  return j.written;
 }
 
 describe('a node joining the recovery marker (RecoveryJoin)', () => {
@@ -64,7 +69,7 @@ describe('a node joining the recovery marker (RecoveryJoin)', () => {
     assert.deepEqual(await joins({ halt: lost, recovery: old }), ['n2', 'n1', 'n3']);
     assert.deepEqual(await joins({ halt: lost }), ['n2', 'n1', 'n3'], 'the first marker, as before');
     // The stale marker lists this node already: it joins all the same, once for its halt.
-    const join = new RecoveryJoin();
+    const join = joiner();
     const listed = { ...old, pending: ['n2'] };
     assert.deepEqual(await joins({ halt: lost, recovery: listed }, join), ['n2', 'n1', 'n3']);
     assert.equal(await joins({ halt: lost, recovery: listed }, join), undefined, 'once for its halt');
