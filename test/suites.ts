@@ -216,6 +216,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/etcd-tier/watch-stream-guard.test.ts',
   'test/store/tiered/continuity.test.ts',
   'test/store/tiered/recovery.test.ts',
+  'test/store/tiered/lineage.test.ts',
   'test/store/etcd-tier/history-reading.test.ts',
   'test/store/kubernetes/collection-watch.test.ts',
   'test/store/kubernetes/exchange.test.ts',

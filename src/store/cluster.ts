@@ -8,6 +8,7 @@
  * read and write them through `Store.cluster` only, never through a backend's tier.
  */
 import type { Allocation } from '../ipam/allocation.ts';
+import type { Succession } from './succession.ts';
 
 /** A block held by a node, as the cluster records it. */
 export interface BlockClaim {
@@ -89,6 +90,11 @@ export interface PublishedBlock {
    * file's history, and compares with another file's not at all. Absent in publications of older Warrens.
    */
   readonly lineage?: string;
+  /**
+   * Where that lineage stands among the node's file's histories (tiered/lineage.ts): which it took
+   * over, and its generation. Absent: none taken over (and publications of older Warrens).
+   */
+  readonly succession?: Succession;
   /**
    * Addresses of the block its owner may hand out next, not yet listed in `allocations` (in pick
    * order from its cursor: tiered/publication-need.ts): an ADD that takes one needs no write now, so

@@ -34,6 +34,7 @@
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type { ClusterHoldings } from './cluster-holdings.ts';
 import type { BlockHandover, ClusterRecords, FileCheckStatus, LegacyLeft, StoreHistory } from './cluster.ts';
+import type { Succession } from './succession.ts';
 import type { Membership } from './membership.ts';
 import type {
   CommitOptions,
@@ -217,6 +218,10 @@ export interface Store {
    * in a new file. Absent where a store has no file of its own.
    */
   readonly lineage?: string;
+  /** The file's place among its node's file's histories (tiered/lineage.ts); absent as `lineage` is. */
+  readonly succession?: Succession;
+  /** Records the file's new succession (tiered/file-check.ts, once it took another history over). */
+  succeed?(succession: Succession): void;
   /**
    * Reads a ledger. When `knownRevision` equals the current revision, answers `unchanged` without
    * the contents, so a cached picture is revalidated cheaply.

@@ -18,6 +18,7 @@ import type { IKeyValue } from 'etcd3';
 import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Page, PublishedBlock } from '../tiered/cluster-tier.ts';
+import { successionOf } from '../succession.ts';
 import {
   type TierKv,
   blockRecord,
@@ -41,13 +42,16 @@ function publicationOfKv(kv: IKeyValue, key: string): PublishedBlock {
     at: number;
     revision?: number;
     lineage?: unknown;
+    succession?: unknown;
     ahead?: string[];
   };
   const revision = v.revision === undefined ? {} : { revision: v.revision };
   const lineage = typeof v.lineage === 'string' ? { lineage: v.lineage } : {};
   const ahead = Array.isArray(v.ahead) && v.ahead.length > 0 ? { ahead: v.ahead } : {};
   const { counts, allocations } = v;
-  return { key, node: v.node, counts, allocations, publishedAt: v.at, ...revision, ...lineage, ...ahead };
+  const succession = successionOf(v.succession);
+  const more = { ...revision, ...lineage, ...defined({ succession }), ...ahead };
+  return { key, node: v.node, counts, allocations, publishedAt: v.at, ...more };
 }
 
 export class EtcdTierPublications {
@@ -59,9 +63,9 @@ export class EtcdTierPublications {
 
   async publish(block: PublishedBlock): Promise<void> {
     const record = this.#kv.key(blockRecord(block.key));
-    const { node, counts, allocations, publishedAt: at, revision, lineage } = block;
+    const { node, counts, allocations, publishedAt: at, revision, lineage, succession } = block;
     const ahead = block.ahead === undefined || block.ahead.length === 0 ? {} : { ahead: block.ahead };
-    const value = { node, counts, allocations, at, ...defined({ revision, lineage }), ...ahead };
+    const value = { node, counts, allocations, at, ...defined({ revision, lineage, succession }), ...ahead };
     const response = await this.#kv.write(`publish block ${block.key}`, {
       compare: [{ key: record, target: 'Value', result: 'Equal', value: claimValue(block.node) }],
       success: [

@@ -19,6 +19,7 @@ import { defined } from '../../core/defined.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockCidrOfKey, blockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
+import { successionOf } from '../succession.ts';
 import type { AddressRequest, BlockClaim, Grant, PublishedBlock, RangeRecord } from '../tiered/cluster-tier.ts';
 import {
   API_VERSION,
@@ -204,7 +205,7 @@ export function publicationObject(
       allocated: block.counts.allocated,
       resting: block.counts.resting,
       publishedAt: Math.max(0, Math.floor(block.publishedAt)),
-      ...defined({ revision: block.revision, lineage: block.lineage }),
+      ...defined({ revision: block.revision, lineage: block.lineage, succession: block.succession }),
       ...(block.ahead === undefined || block.ahead.length === 0 ? {} : { ahead: [...block.ahead] }),
       allocations: entries,
     },
@@ -245,6 +246,7 @@ export function publishedOf(object: unknown): PublishedBlock | undefined {
     publishedAt: s.publishedAt,
     ...(int(s.revision) ? { revision: s.revision } : {}),
     ...(str(s.lineage) ? { lineage: s.lineage } : {}),
+    ...defined({ succession: successionOf(s.succession) }),
     ...aheadOf(s.ahead),
     ...(loanLabelled(object) ? { loan: true as const } : {}),
   };

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { DatabaseSync } from 'node:sqlite';
+import { NO_SUCCESSION, type Succession, successionOf } from '../succession.ts';
 
 /** The schema this code writes. */
 export const SCHEMA_VERSION = 5;
@@ -124,4 +125,22 @@ export function lineageOf(db: DatabaseSync): string {
   if (known !== undefined) return known; // written once: an open of the file writes nothing after
   db.prepare(`INSERT INTO meta (key, value) VALUES ('lineage', ?) ON CONFLICT (key) DO NOTHING`).run(randomUUID());
   return read() as string;
+}
+
+/** The file's succession (tiered/lineage.ts), kept beside its lineage; none taken over when absent or unreadable. */
+export function successionIn(db: DatabaseSync): Succession {
+  const row = db.prepare(`SELECT value FROM meta WHERE key = 'succession'`).get() as { value: string } | undefined;
+  if (row === undefined) return NO_SUCCESSION;
+  try {
+    return successionOf(JSON.parse(row.value)) ?? NO_SUCCESSION;
+  } catch {
+    return NO_SUCCESSION;
+  }
+}
+
+/** Writes the file's succession (one row: a crash leaves the old one or the new). */
+export function writeSuccession(db: DatabaseSync, succession: Succession): void {
+  db.prepare(
+    `INSERT INTO meta (key, value) VALUES ('succession', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+  ).run(JSON.stringify(succession));
 }

@@ -21,7 +21,8 @@ import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { describeSqliteError, isBusy } from './errors.ts';
 import { type AllocationRow, readPage, readLedgers, toAllocation, whereClause } from './rows.ts';
 import { type Statements, commitAllIn, commitIn, prepareStatements, readLedgerIn } from './pool-sql.ts';
-import { lineageOf, migrateSchema } from './schema.ts';
+import { lineageOf, migrateSchema, successionIn, writeSuccession } from './schema.ts';
+import type { Succession } from '../succession.ts';
 import { WalSync } from './wal-sync.ts';
 import type {
   AllocationFilter,
@@ -52,6 +53,7 @@ export interface SqliteStoreOptions {
 export class SqliteStore implements Store {
   readonly description: string;
   readonly lineage: string;
+  #succession: Succession;
   readonly #path: string;
   readonly #clock: Clock;
   readonly #busyTimeoutMs: number;
@@ -70,10 +72,20 @@ export class SqliteStore implements Store {
     try {
       this.#db = this.#open(options);
       this.lineage = this.#retrySync(() => lineageOf(this.#db));
+      this.#succession = this.#retrySync(() => successionIn(this.#db));
     } catch (error) {
       throw describeSqliteError(options.path, error);
     }
     this.#stmt = prepareStatements(this.#db);
+  }
+
+  get succession(): Succession {
+    return this.#succession;
+  }
+
+  succeed(succession: Succession): void {
+    this.#retrySync(() => writeSuccession(this.#db, succession));
+    this.#succession = succession;
   }
 
   #open(options: SqliteStoreOptions): DatabaseSync {

@@ -30,9 +30,11 @@
  * - a merged block is published again before the comparison counts as done, so the cluster's
  *   revision of it is the file's from then on (a crash after a merge finds nothing more to merge);
  * - a publication of another file (PublishedBlock.lineage: the node's file lost, or a new machine
- *   under its name) is newer only for a block this file never wrote: revisions of two files do not
- *   compare, and a block this file wrote since is its own (a copy of the cluster's data put back
- *   can bring an old machine's publication back over it);
+ *   under its name) is newer only for a block this file never wrote, or where that file took this
+ *   one's history over since (tiered/lineage.ts: a copy put back from before a loss): revisions of
+ *   two files do not compare, and a block this file wrote since is its own (a copy of the cluster's
+ *   data put back can bring an old machine's publication back over it); a file that took another's
+ *   publications over records that in its succession before it publishes any of them again;
  * - a merge moves the file's revision of the block past the publication's (LedgerOp `revisionPast`):
  *   a file put back reuses no revision its lost copy published, so when a restore of the cluster's
  *   data brings back a publication written before the file was put back, the file, newer, is not
@@ -58,6 +60,8 @@ import { giveBackUnrecorded, unrecordedIn } from './stray-claims.ts';
 import type { LedgerOp, Store } from '../store.ts';
 import { ANNOUNCED_NETWORK, announcedOps, passAnnounced, releaseAnnounced } from './announced.ts';
 import { PAGE_LIMIT } from './ranges.ts';
+import { succeeded, supersedesFile } from './lineage.ts';
+import { NO_SUCCESSION, type Succession } from '../succession.ts';
 import { Listeners } from '../../core/listeners.ts';
 
 export interface FileCheckOptions {
@@ -197,6 +201,9 @@ export class TieredFileCheck {
     // A claim this node is taking over is recorded by the handover (tiered/handover.ts), never as an empty block.
     const claims = (await tier.claimsOf(node)).filter((c) => c.takenFrom === undefined);
     const claimed = new Set(claims.map((c) => c.key));
+    const { lineage, succession: mine = NO_SUCCESSION } = this.#o.local;
+    const taken = blocks.filter((b) => b.lineage === lineage); // its own history's: as far as it went
+    const publishing: { key: string; vanished: boolean }[] = [];
     for (const block of blocks) {
       // Another node's claim is not this check's to judge: the claim check is (tiered/claims.ts). A claim gone
       // (deleted by hand just before the file went back: soak, kubernetes seed 3839) leaves this node's last word on
@@ -204,12 +211,17 @@ export class TieredFileCheck {
       const vanished = !claimed.has(block.key);
       if (vanished && (await tier.claimOf(block.key)) !== undefined) continue;
       // A withheld block keeps its newer publication: the next start finds it again, until accepted.
-      const merged = await this.#merge(block);
-      if (!merged || this.#withheld.has(block.key)) continue;
-      // One with no claim is published once claimed again (a publication needs the claim).
-      if (vanished) this.#o.mark(block.key);
-      else await this.#o.publish(block.key);
+      if (!(await this.#merge(block, mine))) continue;
+      if (block.lineage !== lineage) taken.push(block);
+      if (!this.#withheld.has(block.key)) publishing.push({ key: block.key, vanished });
     }
+    // Past what it took over before any of it is published again (lineage.ts): a crash between takes nothing twice.
+    const successor = lineage === undefined ? undefined : succeeded(lineage, mine, taken);
+    if (successor !== undefined) this.#o.local.succeed?.(successor);
+    // One with no claim is published once claimed again (a publication needs the claim).
+    for (const { key, vanished } of publishing)
+      if (vanished) this.#o.mark(key);
+      else await this.#o.publish(key);
     for (const claim of claims) {
       const file = await unrecordedIn(this.#o.local, claim.key, node);
       if (file !== undefined) await giveBackUnrecorded(tier, claim, node, file, this.#o.notice);
@@ -235,20 +247,22 @@ export class TieredFileCheck {
    * Merges `block`'s publication into the file when it is newer; true when the block is to be
    * published again (its publication's revision is not the file's, or it names none).
    */
-  async #merge(block: PublishedBlock): Promise<boolean> {
+  async #merge(block: PublishedBlock, mine: Succession): Promise<boolean> {
     const { local, node } = this.#o;
     const read = await local.readLedger(block.key);
     if (read.kind !== 'snapshot') throw new Error(`block ${block.key} read without its contents`);
     const ours = read.affinity === node;
     // Another file's (the node's file lost, or a new machine under its name): its revisions are not this file's.
     // It is newer only where this file never wrote the block: once written, a copy of the cluster's data put back
-    // later can bring it back over what this file did since (soak, etcd seed 3943: a new machine's live records).
+    // later can bring it back over what this file did since (soak, etcd seed 3943: a new machine's live records);
+    // or where it took this file's history over since: this file is a copy put back from before a loss (soak).
     const another = block.lineage !== undefined && local.lineage !== undefined && block.lineage !== local.lineage;
-    if (another && read.revision > 0) return false;
+    const newer = supersedesFile(block, local.lineage, mine);
+    if (another && !newer && read.revision > 0) return false;
     const byRevision = block.revision !== undefined;
     const published = block.revision ?? 0;
     // Not ours, and the file changed the block after it (gave it up): a restore brought it back (stray-claims.ts).
-    if (byRevision && (ours ? read.revision >= published : read.revision > published)) {
+    if (byRevision && !newer && (ours ? read.revision >= published : read.revision > published)) {
       if (ours) await passAnnounced(local, block, read);
       return false;
     }

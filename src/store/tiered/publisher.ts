@@ -50,6 +50,7 @@ import type { ClusterTier } from './cluster-tier.ts';
 import { TieredFileCheck } from './file-check.ts';
 import { type WrittenBlock, aheadOf, ownerOf, publicationNeed } from './publication-need.ts';
 import type { Store } from '../store.ts';
+import { noSuccession } from '../succession.ts';
 import { failpoint } from '../../core/failpoints.ts';
 
 /** Addresses a publication announces by default (capped by what the block has free). */
@@ -220,6 +221,7 @@ export class TieredPublisher {
       allocations,
       publishedAt: clock.now(),
       ...defined({ revision, lineage: local.lineage }),
+      ...(noSuccession(local.succession) ? {} : { succession: local.succession }),
       ...(ahead.length === 0 ? {} : { ahead }),
     });
     const owners = new Map(allocations.map((a) => [a.address, ownerOf(a)]));

@@ -352,6 +352,26 @@ export function tierConformance(name: string, factory: TierFactory): void {
       assert.equal((await t.publicationOf(key))?.ahead, undefined);
     });
 
+    it("carries the file's lineage, revision and succession a publication names, and none once published without", async () => {
+      const t = await tier();
+      const r = range();
+      await t.pinRange(r);
+      const owner = node();
+      const key = blockOf(r, 1);
+      assert.ok(await t.claim(r, key, owner));
+      const base = { key, node: owner, counts: { allocated: 0, resting: 0 }, publishedAt: 1_700_000_000_500 };
+      const lineage = '0b9e6a52-7d1c-4f4e-9a55-1f2d3c4b5a69';
+      const succession = { generation: 3, supersedes: ['5c1f7e2a-0d3b-4c8e-b6a1-9e8d7c6b5a43', 'x'.repeat(64)] };
+      await t.publish({ ...base, allocations: [], revision: 41, lineage, succession });
+      for (const read of [await t.publicationOf(key), (await t.published({ node: owner })).items[0]]) {
+        assert.equal(read?.revision, 41);
+        assert.equal(read?.lineage, lineage);
+        assert.deepEqual(read?.succession, succession);
+      }
+      await t.publish({ ...base, allocations: [], revision: 42, lineage });
+      assert.equal((await t.publicationOf(key))?.succession, undefined);
+    });
+
     it("answers a block's publication by its key, whoever's it is, and none once given back", async () => {
       const t = await tier();
       const r = range();
