@@ -62,8 +62,9 @@ export const AGENT_WIRING: readonly string[] = [
 /**
  * The store's backends: each folder of src/store and what it may import besides itself and the
  * layers before `store`. The root holds the contract (store.ts, membership.ts, and the cluster's
- * records and holdings a shared store offers as `Store.cluster`: cluster.ts, cluster-holdings.ts)
- * and the ForwardingStore, and imports none of its folders; `tiered/` is the two-tier store with the
+ * records and holdings a shared store offers as `Store.cluster`: cluster.ts, cluster-holdings.ts;
+ * a node file's succession, which its file and its publications both carry: succession.ts) and the
+ * ForwardingStore, and imports none of its folders; `tiered/` is the two-tier store with the
  * ClusterTier contract; the tiers build on `tiered/` and the root and never on each other; `sqlite/`
  * knows the root's contract only.
  */
@@ -81,6 +82,7 @@ export const STORE_ROOT: readonly string[] = [
   'ledger.ts',
   'membership.ts',
   'store.ts',
+  'succession.ts',
 ];
 
 /** A file longer than this is read in parts anyway: it should be parts (counted after `npm run format`). */
