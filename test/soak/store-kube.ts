@@ -369,6 +369,8 @@ class KubeSoakStore implements SoakStore {
   }
 
   readonly #lastStatus = new Map<number, 'up' | 'down'>();
+  /** Each node's problem at the operator's last look (a change is logged: what the operator judged). */
+  readonly #lastProblem = new Map<number, string | undefined>();
 
   /** One round of the operator: each node's status; `warren store accept` where the procedure says. */
   async #operate(): Promise<void> {
@@ -387,6 +389,9 @@ class KubeSoakStore implements SoakStore {
         continue;
       }
       const verdict = judgeProblem(node.name, problem);
+      if (this.#lastProblem.get(node.index) !== problem)
+        this.#context?.log(`kubernetes operator: ${node.name} ${verdict}: ${problem ?? 'no problem'}`);
+      this.#lastProblem.set(node.index, problem);
       if (this.#accepting && (await this.#forgetWaitedFor(node, problem))) continue;
       if (verdict === 'serving' && announced > 0 && this.#announcedUnheld(node)) {
         if (!(await this.#accept(node, 'store accept of announced addresses held (docs/recovery.md)')))

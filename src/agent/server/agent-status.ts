@@ -1,7 +1,9 @@
 /**
  * The agent's status and its readiness, read now: what `warren status`, the dashboard and the
  * readiness probe show (server/operator-service.ts asks it). A store that does not answer its ping is
- * reported unhealthy and nothing more is read of it; the cluster's part is read only while it answers
+ * reported unhealthy; what can still be read of it is shown (a two-tier store whose range is halted
+ * fails its ping and answers reads: its cluster part says what an operator must do), and nothing more
+ * once its reads fail too; the cluster's part is read only while the store's reads answer
  * (cluster-status.ts).
  *
  * Ready means an ADD can commit now: the readiness indicator is there, on a cluster store this node
@@ -124,13 +126,19 @@ export class AgentStatusReader {
     } catch (e) {
       pingError = (e as Error).message;
     }
+    // Read even when the ping failed: a halted range fails it, and the cluster part then says why and what
+    // to do (soak, kubernetes seed 3818: an operator saw no problem on a halted node and never accepted it).
+    const pools = await this.#o.store.ledgers().catch((e: unknown) => {
+      pingError ??= messageOf(e);
+      return undefined;
+    });
+    const readable = pools !== undefined;
     // A store that answers can be read even while its commits fail.
     const failing = pingError === undefined ? this.#o.commits?.problem() : undefined;
     const error = pingError ?? failing;
-    const pools = pingError === undefined ? await this.#o.store.ledgers() : [];
-    const bookkeeping = pingError === undefined ? await bookkeepingCounts(this.#o.store) : {};
+    const bookkeeping = readable ? await bookkeepingCounts(this.#o.store) : {};
     const cluster =
-      this.#clusterStatus === undefined || pingError !== undefined ? undefined : await this.#clusterStatus.read(pools);
+      this.#clusterStatus === undefined || pools === undefined ? undefined : await this.#clusterStatus.read(pools);
     const now = this.#o.clock.now();
     const notReady =
       pingError !== undefined
@@ -153,9 +161,9 @@ export class AgentStatusReader {
       ready: notReady === undefined,
       ...defined({ notReady }),
       // Ranges, not blocks: a range split into blocks has a ledger of its own.
-      pools: pools.filter((p) => !isBlockKey(p.ledger)).length,
+      pools: (pools ?? []).filter((p) => !isBlockKey(p.ledger)).length,
       // The pools count every record holding an address; a bookkeeping record is no container's.
-      allocations: pools.reduce((sum, p) => sum + p.allocated, 0) - bookkeepingTotal(bookkeeping),
+      allocations: (pools ?? []).reduce((sum, p) => sum + p.allocated, 0) - bookkeepingTotal(bookkeeping),
       ...(bookkeepingTotal(bookkeeping) === 0 ? {} : { bookkeeping }),
       reconciler: this.#o.reconciler.status(),
       ...defined({ cluster }),
@@ -167,6 +175,6 @@ export class AgentStatusReader {
       ...(this.#o.kubeApi === undefined ? {} : { kubeApi: this.#o.kubeApi() }),
       ...(this.#o.etcdApi === undefined ? {} : { etcdApi: this.#o.etcdApi() }),
     };
-    return { status, readable: pingError === undefined };
+    return { status, readable };
   }
 }
