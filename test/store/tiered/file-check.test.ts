@@ -55,6 +55,28 @@ function wipe(c: TieredCluster, name: string): void {
   for (const f of readdirSync(c.dir).filter((f) => f.startsWith(`${name}.db`))) rmSync(join(c.dir, f));
 }
 
+/**
+ * Node n1 forgotten (its block's claim and publication removed), back as a new machine (its file
+ * deleted) that hands out `first` again to container `live`; then the cluster's data put back to
+ * before the forget: the containers holding `first` after the next start.
+ */
+async function newMachineThenRestore(c: TieredCluster, r: readonly RangeSpec[], first: string | undefined) {
+  const [backup] = (await c.tier.published({ node: 'n1' })).items; // in the cluster's backup
+  assert.ok(backup !== undefined);
+  const claimThen = await c.tier.claimOf(backup.key);
+  assert.ok(claimThen !== undefined);
+  c.tier.deleteClaim(backup.key, { publication: true }); // the node forgotten: its block given up
+  const fresh = await c.restart(0, () => wipe(c, 'n1'));
+  const [live] = await allocate(fresh, r, ['live']);
+  assert.equal(live, first, 'the new machine hands out the address the old one held then');
+  await fresh.store.flush();
+  c.tier.deleteClaim(backup.key, { publication: true });
+  c.tier.putBack(claimThen, backup); // the cluster's data put back to before the forget
+  const again = await c.restart(0);
+  await again.store.cluster.owners.settleClaims();
+  return (await again.store.list({ network: 'net' })).filter((a) => a.address === first).map((a) => a.containerID);
+}
+
 /** Allocates for `ids` in turn; the addresses handed out. */
 async function allocate(n: TieredNode, ranges: readonly RangeSpec[], ids: readonly string[]): Promise<string[]> {
   const out: string[] = [];
@@ -269,27 +291,7 @@ describe("TieredStore: a new machine under a forgotten node's name, then the clu
     await old.allocator.release(owner('o2'));
     await old.allocator.release(owner('o3'));
     await old.store.flush();
-    const [backup] = (await c.tier.published({ node: 'n1' })).items; // in the cluster's backup
-    assert.ok(backup !== undefined);
-    const claimThen = await c.tier.claimOf(backup.key);
-    assert.ok(claimThen !== undefined);
-    c.tier.deleteClaim(backup.key, { publication: true }); // the node forgotten: its block given up
-    const fresh = await c.restart(0, () => {
-      for (const f of readdirSync(c.dir).filter((f) => f.startsWith('n1.db'))) rmSync(join(c.dir, f));
-    });
-    const [live] = await allocate(fresh, r, ['live']);
-    assert.equal(live, first, 'the new machine hands out the address the old one held then');
-    await fresh.store.flush();
-    c.tier.deleteClaim(backup.key, { publication: true });
-    c.tier.putBack(claimThen, backup); // the cluster's data put back to before the forget
-    const again = await c.restart(0);
-    await again.store.cluster.owners.settleClaims();
-    const holders = (await again.store.list({ network: 'net' })).filter((a) => a.address === first);
-    assert.deepEqual(
-      holders.map((a) => a.containerID),
-      ['live'],
-      `${first} stays with the live container that holds it`,
-    );
+    assert.deepEqual(await newMachineThenRestore(c, r, first), ['live'], `${first} stays with the live container`);
   });
 
   it("never takes it for newer when the old machine's file had taken a lost file's history over", async () => {
@@ -303,24 +305,9 @@ describe("TieredStore: a new machine under a forgotten node's name, then the clu
     await (c.nodes[0] as TieredNode).store.flush();
     const old = await c.restart(0, () => wipe(c, 'n1')); // its next file takes the publication over
     await old.store.cluster.owners.settleClaims();
-    const [backup] = (await c.tier.published({ node: 'n1' })).items; // in the cluster's backup
+    const [backup] = (await c.tier.published({ node: 'n1' })).items;
     assert.ok(backup !== undefined && (backup.succession?.generation ?? 0) > 0, 'a history taken over');
-    const claimThen = await c.tier.claimOf(backup.key);
-    assert.ok(claimThen !== undefined);
-    c.tier.deleteClaim(backup.key, { publication: true }); // the node forgotten
-    const fresh = await c.restart(0, () => wipe(c, 'n1'));
-    const [live] = await allocate(fresh, r, ['live']);
-    assert.equal(live, first, 'the new machine hands out the address the old one held then');
-    await fresh.store.flush();
-    c.tier.deleteClaim(backup.key, { publication: true });
-    c.tier.putBack(claimThen, backup); // the cluster's data put back to before the forget
-    const again = await c.restart(0);
-    await again.store.cluster.owners.settleClaims();
-    const holders = (await again.store.list({ network: 'net' })).filter((a) => a.address === first);
-    assert.deepEqual(
-      holders.map((a) => a.containerID),
-      ['live'],
-    );
+    assert.deepEqual(await newMachineThenRestore(c, r, first), ['live']);
   });
 });
 
@@ -376,9 +363,7 @@ describe('TieredStore: a node whose file was lost', () => {
     await (c.nodes[0] as TieredNode).store.flush();
     const [block] = (await c.tier.published({ node: 'n1' })).items;
     assert.ok(block !== undefined);
-    const again = await c.restart(0, () => {
-      for (const f of readdirSync(c.dir).filter((f) => f.startsWith('n1.db'))) rmSync(join(c.dir, f));
-    });
+    const again = await c.restart(0, () => wipe(c, 'n1'));
     await again.store.check(); // the claim keeper, first
     await again.store.cluster.owners.settleClaims(); // then the file check
     assert.equal((await c.tier.claimOf(block.key))?.node, 'n1', 'its claim kept');
@@ -390,7 +375,7 @@ describe('TieredStore: a node whose file was lost', () => {
     const r = rangesOf({ range: '10.44.0.0/28', block_size: 28 });
     const before = await allocate(c.nodes[0] as TieredNode, r, ['a', 'b', 'c']);
     const again = await c.restart(0, () => {
-      for (const f of readdirSync(c.dir).filter((f) => f.startsWith('n1.db'))) rmSync(join(c.dir, f));
+      wipe(c, 'n1');
       assert.equal(existsSync(join(c.dir, 'n1.db')), false);
     });
     const filled = await fill(again, r, 'new-');
@@ -438,9 +423,7 @@ describe('TieredStore: a publication cut to fit one object', () => {
     assert.ok(whole !== undefined);
     const cut = { ...whole, allocations: whole.allocations.slice(0, 2) };
     await c.tier.publish(cut);
-    const again = await c.restart(0, () => {
-      for (const f of readdirSync(c.dir).filter((f) => f.startsWith('n1.db'))) rmSync(join(c.dir, f));
-    });
+    const again = await c.restart(0, () => wipe(c, 'n1'));
 
     await assert.rejects(allocate(again, r, ['new']), (error: unknown) => {
       assert.ok(isWarrenError(error, 'TRY_AGAIN'));

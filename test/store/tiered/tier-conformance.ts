@@ -93,6 +93,17 @@ export function tierConformance(name: string, factory: TierFactory): void {
     after(async () => {
       for (const t of opened) await t.close().catch(() => undefined);
     });
+    /** A tier with a block claimed by a node of its own, and a publication of it but its allocations. */
+    const claimedBlock = async () => {
+      const t = await tier();
+      const r = range();
+      await t.pinRange(r);
+      const owner = node();
+      const key = blockOf(r, 1);
+      assert.ok(await t.claim(r, key, owner));
+      const base = { key, node: owner, counts: { allocated: 0, resting: 0 }, publishedAt: 1_700_000_000_500 };
+      return { t, r, owner, key, base };
+    };
 
     it('answers a ping', async () => {
       await (await tier()).ping();
@@ -291,12 +302,7 @@ export function tierConformance(name: string, factory: TierFactory): void {
     });
 
     it('publishes a block and reads it back, replacing what was published before', async () => {
-      const t = await tier();
-      const r = range();
-      await t.pinRange(r);
-      const owner = node();
-      const key = blockOf(r, 1);
-      assert.ok(await t.claim(r, key, owner));
+      const { t, r, owner, key } = await claimedBlock();
       const full = allocation(key, owner, 17, {
         podNamespace: 'ns',
         podName: 'pod',
@@ -337,14 +343,8 @@ export function tierConformance(name: string, factory: TierFactory): void {
     });
 
     it('carries the addresses a publication announces, in their order, and none once published without', async () => {
-      const t = await tier();
-      const r = range();
-      await t.pinRange(r);
-      const owner = node();
-      const key = blockOf(r, 1);
-      assert.ok(await t.claim(r, key, owner));
+      const { t, owner, key, base } = await claimedBlock();
       const ahead = [20, 19, 21].map((n) => allocation(key, owner, n).address);
-      const base = { key, node: owner, counts: { allocated: 0, resting: 0 }, publishedAt: 1_700_000_000_500 };
       await t.publish({ ...base, allocations: [], ahead });
       assert.deepEqual((await t.publicationOf(key))?.ahead, ahead);
       assert.deepEqual((await t.published({ node: owner })).items[0]?.ahead, ahead);
@@ -353,13 +353,7 @@ export function tierConformance(name: string, factory: TierFactory): void {
     });
 
     it("carries the file's lineage, revision and succession a publication names, and none once published without", async () => {
-      const t = await tier();
-      const r = range();
-      await t.pinRange(r);
-      const owner = node();
-      const key = blockOf(r, 1);
-      assert.ok(await t.claim(r, key, owner));
-      const base = { key, node: owner, counts: { allocated: 0, resting: 0 }, publishedAt: 1_700_000_000_500 };
+      const { t, owner, key, base } = await claimedBlock();
       const lineage = '0b9e6a52-7d1c-4f4e-9a55-1f2d3c4b5a69';
       const succession = { generation: 3, supersedes: ['5c1f7e2a-0d3b-4c8e-b6a1-9e8d7c6b5a43', 'x'.repeat(64)] };
       await t.publish({ ...base, allocations: [], revision: 41, lineage, succession });
