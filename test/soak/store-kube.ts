@@ -375,6 +375,7 @@ class KubeSoakStore implements SoakStore {
   /** One round of the operator: each node's status; `warren store accept` where the procedure says. */
   async #operate(): Promise<void> {
     this.#announcedLeft = 0;
+    this.#haltedLeft = 0;
     for (const node of this.#nodes.values()) {
       let problem: string | undefined;
       let announced = 0;
@@ -398,6 +399,7 @@ class KubeSoakStore implements SoakStore {
           this.#announcedLeft += 1;
         continue;
       }
+      if (verdict !== 'serving') this.#haltedLeft += 1;
       if (verdict === 'serving' || verdict === 'waiting') continue;
       if (this.#losses === 0 || verdict === 'other') {
         this.#unexpected.push({
@@ -441,13 +443,26 @@ class KubeSoakStore implements SoakStore {
   /** Nodes whose announced placeholders the last round could not accept yet. */
   #announcedLeft = 0;
 
-  /** The end: the operator's rounds until no announced placeholder is left to accept (bounded). */
+  /** Nodes the last round found stopped (a recovery under way, or another reason). */
+  #haltedLeft = 0;
+
+  /**
+   * The end: the operator's rounds until no node is stopped and no announced placeholder is left to
+   * accept (bounded). A prefix of a plan (`--steps`) may end mid-fault where the whole plan never does
+   * (store-kube-plan.ts): the API server stopped, or a loss not recovered yet (kubernetes seed 3839,
+   * 8,000 steps: a Lease deleted at step 7998, the new file's placeholders never accepted). Both are
+   * ended first, as the plan's own steps would.
+   */
   async settle(): Promise<void> {
+    const context = this.#context;
+    if (context !== undefined && !this.#up) await this.runStep(closing('api-start'), context);
+    if (context !== undefined && this.#losses > 0 && !this.#accepting)
+      await this.runStep(closing('api-recover'), context);
     const until = Date.now() + SETTLE_BOUND_MS;
     do {
       this.#operating = this.#operating.then(() => this.#operate()).catch(() => {});
       await this.#operating;
-      if (this.#announcedLeft === 0) return;
+      if (this.#announcedLeft === 0 && this.#haltedLeft === 0) return;
       await new Promise((resolve) => setTimeout(resolve, OPERATOR_MS));
     } while (Date.now() < until);
   }
@@ -493,6 +508,11 @@ export function judgeProblem(node: string, problem: string | undefined): 'servin
   if (/not announced|has not been read yet|is accepting the cluster store/.test(problem)) return 'serving';
   if (STORE_WENT_BACK.test(problem)) return 'accept';
   return 'other';
+}
+
+/** A recovery step the run's end takes where a prefix of the plan stopped before it (`settle`). */
+function closing(action: KubeAction): StoreStep {
+  return { kind: 'store', action, fault: false };
 }
 
 function nodeName(index: number): string {
