@@ -352,14 +352,15 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     /**
      * The lost node back as a new machine of its name: its state directory empty, its agent started.
      * A new machine is brought up once the old one is forgotten (the cluster freed what it held, or
-     * RETURN_WAIT_MS passed: then the auditor reports the releases late or missing): a machine back
-     * before any agent acted on its forget (a Node deleted and registered again within the Lease's
-     * lapse) is not forgotten at all, and its blocks stay its own.
+     * RETURN_WAIT_MS passed: then the auditor reports the releases late or missing), at once while
+     * the store is away (no agent can act on the forget before a later step brings it back): a
+     * machine back before any agent acted on its forget (a Node deleted and registered again within
+     * the Lease's lapse) is not forgotten at all, and its blocks stay its own.
      */
     const returnNode = async (node: SoakNode): Promise<void> => {
       const forgotten = forgetWatchOf.get(node.index);
       forgetWatchOf.delete(node.index);
-      if (forgotten !== undefined) {
+      if (forgotten !== undefined && !lostNodesOf().away()) {
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([
           forgotten,

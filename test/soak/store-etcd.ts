@@ -342,6 +342,7 @@ class EtcdSoakStore implements SoakStore {
         containers: await this.#etcd.publishedBy(node.name),
       };
     },
+    away: (): boolean => false, // a majority of members always serves: etcd is never away as a whole
     returned: (node: StoreNode): boolean => {
       this.#forgotten.delete(node.name);
       return false; // `warren node forget` gave its blocks up as it answered

@@ -169,11 +169,12 @@ class KubeSoakStore implements SoakStore {
         .map((c) => c.key.slice(c.key.lastIndexOf('#') + 1)),
       containers: this.#audit.publishedContainers(node.name),
     }),
+    away: (): boolean => this.#stoppedAt !== undefined,
     returned: (node: StoreNode): boolean => {
       this.#forgotten.delete(node.name);
       if (!this.#nodeExists(node.name)) this.#api.createNode(node.name);
       // Registered again while the API server is away: no agent saw its Node gone long enough to act.
-      return this.#stoppedAt !== undefined;
+      return this.lostNodes.away();
     },
   };
 

@@ -126,6 +126,11 @@ export interface LostNodes {
     node: StoreNode,
   ): Promise<{ readonly blocks: readonly string[]; readonly containers: ReadonlySet<string> } | undefined>;
   /**
+   * Whether no agent can act on a forget now (kubernetes: the API server away): the cluster holds
+   * what it held until a later step brings the store back, so a return waits for nothing.
+   */
+  away(): boolean;
+  /**
    * The node back as a new machine of the same name, before its agent starts; true when no agent
    * could act on its forget since (kubernetes: the API server away): its blocks are its own again.
    */
