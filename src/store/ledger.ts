@@ -75,8 +75,11 @@ export type LedgerOp =
   | { readonly op: 'describe'; readonly description: LedgerDescription }
   /** Sets the ledger's `cooldownSeconds` attribute. */
   | { readonly op: 'cooldown'; readonly seconds: number }
-  /** Sets the ledger's affinity to `node` (claiming a block). */
-  | { readonly op: 'claim'; readonly node: string }
+  /**
+   * Sets the ledger's affinity to `node` (claiming a block), with the identity of the cluster's claim
+   * record this file made (its uid: tiered/stray-claims.ts tells it from a claim made since by it).
+   */
+  | { readonly op: 'claim'; readonly node: string; readonly uid?: string }
   /** Clears the ledger's affinity (giving a block back). */
   | { readonly op: 'unclaim' }
   /**

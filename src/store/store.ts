@@ -223,6 +223,13 @@ export interface Store {
   /** Records the file's new succession (tiered/file-check.ts, once it took another history over). */
   succeed?(succession: Succession): void;
   /**
+   * The identity (uid) of the cluster's claim of block `ledger` the file recorded making (a `claim`
+   * op's `uid`, or `recordClaim`); undefined when it recorded none. Absent where a store has no file.
+   */
+  recordedClaim?(ledger: string): string | undefined;
+  /** Records that the file's claim of block `ledger` is now the record `uid` (claimed again: tiered/reclaim.ts). */
+  recordClaim?(ledger: string, uid: string): void;
+  /**
    * Reads a ledger. When `knownRevision` equals the current revision, answers `unchanged` without
    * the contents, so a cached picture is revalidated cheaply.
    */

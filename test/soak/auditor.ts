@@ -48,6 +48,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { existsSync } from 'node:fs';
 import type { ReleaseLine } from './agent-log.ts';
 import type { ReleaseEvent } from './release-events.ts';
+import { EVENT_SEND_MS } from './event-losses.ts';
 import { type GroundTruth, PROOF_SOURCES, type ProofSource, type Sandbox, releasedInCluster } from './ground-truth.ts';
 
 /** What the auditor needs of a node: its file, and when an agent of it ran (soak-node.ts). */
@@ -83,6 +84,8 @@ export interface ReleaseWitness {
   releasesCounted(): Promise<{ readonly incarnation: number; readonly total: number } | string>;
   /** The release Events on the pods (release-events.ts), why they cannot be read, or undefined where none are written. */
   releaseEvents(): Promise<readonly ReleaseEvent[] | string | undefined>;
+  /** Which fault may have taken a release Event written within [from, to] (event-losses.ts); undefined: none. */
+  eventLostBy(from: number, to: number): string | undefined;
 }
 
 /** How long after the look that saw a release its agent's line may be read (the log is a pipe the harness reads between looks). */
@@ -171,7 +174,15 @@ export class Auditor {
   readonly #byIncarnation = new Map<number, Map<number, number>>();
   readonly #counters: string[] = [];
   /** Releases a line explained (the release pipeline's, which writes an Event on the pod where the store is Kubernetes'). */
-  readonly #logged: Array<{ readonly pod: string; readonly address: string; readonly id: string }> = [];
+  readonly #logged: Array<{
+    readonly pod: string;
+    readonly address: string;
+    readonly id: string;
+    readonly node: number;
+    /** The span its release was committed in: last seen held, seen released (ms). */
+    readonly from: number;
+    readonly to: number;
+  }> = [];
   #events: string | undefined;
 
   constructor(nodes: readonly AuditedNode[], truth: GroundTruth, boundMs: number, options: AuditorOptions = {}) {
@@ -218,7 +229,14 @@ export class Auditor {
       if (explained !== undefined) {
         this.#explainedBy[explained.by] = (this.#explainedBy[explained.by] ?? 0) + 1;
         if (explained.by.endsWith(' line') && u.address !== undefined)
-          this.#logged.push({ pod: `pod-${u.s.pod}`, address: u.address, id: u.s.id });
+          this.#logged.push({
+            pod: `pod-${u.s.pod}`,
+            address: u.address,
+            id: u.s.id,
+            node: u.s.node,
+            from: u.lastHeld,
+            to: u.releasedAt,
+          });
         if (explained.incarnation !== undefined) {
           const counts = this.#byIncarnation.get(node.index) ?? new Map<number, number>();
           counts.set(explained.incarnation, (counts.get(explained.incarnation) ?? 0) + 1);
@@ -304,8 +322,10 @@ export class Auditor {
    * The releases a line explained, against the release Events on their pods. A figure, not a
    * violation: an Event is a report the agent never waits on (src/agent/kubernetes/events.ts), and
    * the soak injects each way one is lost — sent while the API server is stopped (dropped), written
-   * before its etcd is restored from an older snapshot (gone with it), over the rate limit, or not
-   * sent yet when its agent is killed.
+   * after the snapshot its etcd is restored to (gone with it), in flight when its connections are
+   * cut, or not sent yet when its agent is killed. Each missing Event is put down to the fault whose
+   * span its sending falls in (event-losses.ts); those none explains (over the rate limit, or never
+   * sent) are counted apart and named.
    */
   async #eventsAtEnd(): Promise<void> {
     const witness = this.#nodes.find((n) => n.witness !== undefined)?.witness;
@@ -316,16 +336,25 @@ export class Auditor {
       return;
     }
     const missing = this.#logged.filter((r) => !events.some((e) => e.pod === r.pod && e.addresses.includes(r.address)));
-    this.#events =
-      `${this.#logged.length - missing.length} of the ${this.#logged.length} releases its agents logged have ` +
-      `their Event on the pod${
-        missing.length === 0
-          ? ''
-          : `; missing: ${missing
-              .slice(0, 5)
-              .map((r) => `${r.id} (${r.pod} ${r.address})`)
-              .join(', ')}`
-      }`;
+    const lostBy: Record<string, number> = {};
+    const unexplained: typeof missing = [];
+    for (const r of missing) {
+      const by = this.#nodes[r.node]?.witness?.eventLostBy(r.from, r.to + EVENT_SEND_MS);
+      if (by === undefined) unexplained.push(r);
+      else lostBy[by] = (lostBy[by] ?? 0) + 1;
+    }
+    const named = (rs: typeof missing) => rs.slice(0, 5).map((r) => `${r.id} (${r.pod} ${r.address})`);
+    const said = [
+      `${this.#logged.length - missing.length} of the ${this.#logged.length} releases its agents logged have their Event on the pod`,
+    ];
+    if (missing.length > 0) {
+      const taken = Object.entries(lostBy).sort(([, a], [, b]) => b - a);
+      said.push(`${missing.length} missing, taken by: ${taken.map(([by, n]) => `${by} ${n}`).join(', ') || 'none'}`);
+      said.push(
+        `${unexplained.length} explained by no fault${unexplained.length === 0 ? '' : `: ${named(unexplained).join(', ')}`}`,
+      );
+    }
+    this.#events = said.join('; ');
   }
 
   /** How the releases observed were explained, and what the counters and Events said (`agentsAtEnd`). */

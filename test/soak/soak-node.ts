@@ -114,6 +114,9 @@ export class SoakNode {
     starting: () => this.#starting,
     releasesCounted: () => this.#releasesCounted(),
     releaseEvents: () => this.#releaseEvents(),
+    eventLostBy: (from, to) =>
+      this.#store.eventLostBy?.(from, to) ??
+      (this.#kills.some((k) => k.to >= from && k.from <= to) ? 'its agent killed' : undefined),
   };
 
   constructor(index: number, store: SoakStore, settings: ReleaseSettings) {

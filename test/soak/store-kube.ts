@@ -50,6 +50,7 @@ import { KubeClusterAudit } from './kube-cluster-audit.ts';
 import type { KubeAction } from './store-kube-plan.ts';
 import { kubePlan } from './store-kube-plan.ts';
 import { REPUBLISH_BOUND_MS, REPUBLISH_POLL_MS, unwrittenExcuse } from './republish.ts';
+import { EventLosses } from './event-losses.ts';
 import type { SoakStore, StoreBackend, StoreFaultContext, StoreNode, StoreStep } from './store.ts';
 
 const NETWORK = { name: 'soak', range: '10.239.0.0/24', ipam: { block_size: 28 } } as const;
@@ -72,6 +73,8 @@ class KubeSoakStore implements SoakStore {
   /** The run's nodes (SoakNodes: how long their agents ran bounds the wait for a publication). */
   readonly #nodes = new Map<number, StoreNode & { runningMs?(from: number, to: number): number }>();
   #snapshot: FakeSnapshot | undefined;
+  /** What took release Events away: the API server away, restored, its connections cut. */
+  readonly #eventLosses = new EventLosses();
   /** The store's losses so far: restores, and Leases deleted by hand (each a halt the operator accepts). */
   #losses = 0;
   /** Whether the operator accepts a stopped node (after `api-recover`, until the next restore). */
@@ -178,6 +181,10 @@ class KubeSoakStore implements SoakStore {
     },
   };
 
+  eventLostBy(from: number, to: number): string | undefined {
+    return this.#eventLosses.lostBy(from, to);
+  }
+
   /** Nodes lost, their Node objects deleted, not back yet. */
   readonly #forgotten = new Set<string>();
 
@@ -205,6 +212,7 @@ class KubeSoakStore implements SoakStore {
         this.#up = false;
         this.#calmSince = undefined;
         this.#stoppedAt ??= Date.now();
+        this.#eventLosses.away(this.#stoppedAt);
         return this.#takeAway(step.arg === 1 ? '503' : 'refuse');
       case 'api-start':
         await this.#api.setUnavailable(false);
@@ -214,16 +222,20 @@ class KubeSoakStore implements SoakStore {
         // went away counts from now (soak-run.ts: up to the bound before).
         if (this.#stoppedAt !== undefined) context.recovering(this.#stoppedAt);
         this.#stoppedAt = undefined;
+        this.#eventLosses.back(Date.now());
         return;
       case 'watch-cut':
-        if (step.arg === 1) this.#api.cutConnections();
-        else {
+        if (step.arg === 1) {
+          this.#api.cutConnections();
+          this.#eventLosses.cut(Date.now());
+        } else {
           if (step.arg === 2) this.#api.compactHistory(); // a resume is answered 410 Gone: a relist
           this.#api.breakWatches();
         }
         return;
       case 'api-snapshot':
         this.#snapshot = this.#api.snapshot();
+        this.#eventLosses.snapshot(Date.now());
         return;
       case 'api-restore': {
         const snapshot = this.#snapshot;
@@ -233,6 +245,7 @@ class KubeSoakStore implements SoakStore {
         this.#accepting = false;
         this.#calmSince = undefined;
         this.#api.restoreSnapshot(snapshot);
+        this.#eventLosses.restored(Date.now());
         this.#deleteNodes(); // a machine gone for good stays gone: its Node is deleted again
         // A node whose file was put back and not compared yet took back nothing: what the
         // snapshot does not publish of it is lost with both (docs/recovery.md: objects written

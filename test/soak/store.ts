@@ -166,6 +166,11 @@ export interface SoakStore {
   settle?(): Promise<void>;
   /** How a node lost for good is forgotten; absent: the store has no nodes to forget (SQLite). */
   readonly lostNodes?: LostNodes;
+  /**
+   * Which of the store's faults may have taken a release Event written within [from, to] (ms)
+   * (event-losses.ts); absent: the store keeps no Events.
+   */
+  eventLostBy?(from: number, to: number): string | undefined;
   close(): Promise<void>;
 }
 

@@ -12,6 +12,7 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import { INSERT_ALLOCATION, rowValues } from './rows.ts';
+import { RECORD_CLAIM, claimRecordKey } from './schema.ts';
 import type { CommitResult, LedgerCommit, LedgerOp, LedgerRead, Revision } from '../store.ts';
 
 /** Prepared once per connection: statement preparation costs more than the statements themselves. */
@@ -40,6 +41,8 @@ export function prepareStatements(db: DatabaseSync) {
     cursor: db.prepare('UPDATE pools SET cursor = ? WHERE pool = ?'),
     describe: db.prepare('UPDATE pools SET description = ? WHERE pool = ?'),
     affinity: db.prepare('UPDATE pools SET affinity = ? WHERE pool = ?'),
+    recordClaim: db.prepare(RECORD_CLAIM),
+    forgetClaim: db.prepare('DELETE FROM meta WHERE key = ?'),
     cooldown: db.prepare('UPDATE pools SET cooldown_seconds = ? WHERE pool = ?'),
     byOwner: db.prepare('SELECT * FROM allocations WHERE network = ? AND container_id = ? ORDER BY pool, address'),
     byOwnerIf: db.prepare(
@@ -195,9 +198,13 @@ function applyOp(s: Statements, pool: string, op: LedgerOp): string | undefined 
       return undefined;
     case 'claim':
       s.affinity.run(op.node, pool);
+      // In the commit's transaction: the file never records the claim without the record it made.
+      if (op.uid === undefined) s.forgetClaim.run(claimRecordKey(pool));
+      else s.recordClaim.run(claimRecordKey(pool), op.uid);
       return undefined;
     case 'unclaim':
       s.affinity.run(null, pool);
+      s.forgetClaim.run(claimRecordKey(pool));
       return undefined;
     case 'revisionPast':
       s.revisionPast.run(op.revision + 1, pool, op.revision + 1);

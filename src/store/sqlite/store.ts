@@ -21,7 +21,15 @@ import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { describeSqliteError, isBusy } from './errors.ts';
 import { type AllocationRow, readPage, readLedgers, toAllocation, whereClause } from './rows.ts';
 import { type Statements, commitAllIn, commitIn, prepareStatements, readLedgerIn } from './pool-sql.ts';
-import { lineageOf, migrateSchema, successionIn, writeSuccession } from './schema.ts';
+import {
+  RECORD_CLAIM,
+  claimRecordIn,
+  claimRecordKey,
+  lineageOf,
+  migrateSchema,
+  successionIn,
+  writeSuccession,
+} from './schema.ts';
 import type { Succession } from '../succession.ts';
 import { WalSync } from './wal-sync.ts';
 import type {
@@ -86,6 +94,14 @@ export class SqliteStore implements Store {
   succeed(succession: Succession): void {
     this.#retrySync(() => writeSuccession(this.#db, succession));
     this.#succession = succession;
+  }
+
+  recordedClaim(ledger: string): string | undefined {
+    return this.#retrySync(() => claimRecordIn(this.#db, ledger));
+  }
+
+  recordClaim(ledger: string, uid: string): void {
+    this.#retrySync(() => this.#db.prepare(RECORD_CLAIM).run(claimRecordKey(ledger), uid));
   }
 
   #open(options: SqliteStoreOptions): DatabaseSync {

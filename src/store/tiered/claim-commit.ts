@@ -23,6 +23,7 @@ import { recordFromKey } from './ranges.ts';
 import type { ClaimKeeper } from './reclaim.ts';
 import type { ClaimAnnouncements } from './claim-announcements.ts';
 import { failpoint } from '../../core/failpoints.ts';
+import { madeAnother } from './stray-claims.ts';
 
 export interface ClaimCommitParts {
   readonly local: Store;
@@ -89,14 +90,19 @@ async function claimThenRecord(
         true,
       );
     if (held.node !== node) return conflict(`block ${key} is claimed by node ${held.node}`);
-    // Recorded in the file as this node's (claimed again after its claim vanished: claim-again.ts), it is its own.
-    if (file.kind !== 'snapshot' || file.affinity !== node) return conflict(await unrecordedGivenBack(p, held));
+    // Recorded in the file as this node's (claimed again after its claim vanished: claim-again.ts), it is
+    // its own; not when the file made another claim record and holds nothing there (stray-claims.ts).
+    const another = file.kind === 'snapshot' && file.allocations.length === 0 && madeAnother(p.local, key, held.uid);
+    if (file.kind !== 'snapshot' || file.affinity !== node || another)
+      return conflict(await unrecordedGivenBack(p, held));
     claim = held;
   }
   failpoint('claim-unrecorded');
   const made = claim;
+  // The file keeps which claim record it made, in the same commit (stray-claims.ts).
+  const recorded = ops.map((op) => (op.op === 'claim' && op.node === p.node ? { ...op, uid: made.uid } : op));
   const record = async (): Promise<CommitResult> => {
-    const result = await p.local.commit(key, expected, ops, undefined, precededBy && { precededBy });
+    const result = await p.local.commit(key, expected, recorded, undefined, precededBy && { precededBy });
     if (result.kind === 'conflict') {
       // Not recorded here: give the block back, or it would stay claimed by a node that never uses it.
       await p.tier.unclaim(made).catch(() => undefined);

@@ -223,8 +223,8 @@ export class TieredFileCheck {
       if (vanished) this.#o.mark(key);
       else await this.#o.publish(key);
     for (const claim of claims) {
-      const file = await unrecordedIn(this.#o.local, claim.key, node);
-      if (file !== undefined) await giveBackUnrecorded(tier, claim, node, file, this.#o.notice);
+      const file = await unrecordedIn(this.#o.local, claim.key, node, claim.uid);
+      if (file !== undefined) await giveBackUnrecorded(tier, this.#o.local, claim, file, this.#o.notice);
     }
     const restored = this.#restored.size;
     const announced =

@@ -34,6 +34,7 @@ import { bitsOf, parseIP } from '../../ipam/address.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { BlockOwners, LedgerSummary, Store } from '../store.ts';
 import type { TieredClaims } from './claims.ts';
+import { madeAnother } from './stray-claims.ts';
 
 /** The address space of a range pool as `spaces` names it (allocator/admission.ts): `v4`, `v4@<network_name>`. */
 export function spaceOfPool(pool: string): string {
@@ -177,8 +178,13 @@ async function summaries(
       revision: mine?.revision ?? 0,
       allocated: theirs?.allocated ?? mine?.allocated ?? 0,
       resting: theirs?.resting ?? mine?.resting ?? 0,
-      // Before the file is compared, every claim of this node counts as recorded (ownBlocks says why).
-      affinity: affinityOf(c, claims.node, !parts.compared() || mine?.affinity === claims.node),
+      // Before the file is compared, every claim of this node counts as recorded (ownBlocks says why);
+      // after, only the record the file made (stray-claims.ts).
+      affinity: affinityOf(
+        c,
+        claims.node,
+        !parts.compared() || (mine?.affinity === claims.node && !madeAnother(local, c.key, c.uid)),
+      ),
     });
   }
   // Refused by the claim guard (another node's publication): shown held, so placement moves on.

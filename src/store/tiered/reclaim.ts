@@ -163,9 +163,9 @@ export class ClaimKeeper {
       if (claim.node !== node || claim.offeredTo !== undefined || claim.takenFrom !== undefined) continue;
       if (this.#judged.get(claim.key) === seen || this.#p.claiming?.(claim.key) === true) continue;
       this.#judged.set(claim.key, seen); // a claim edited since has another version: judged again
-      const file = await unrecordedIn(local, claim.key, node);
+      const file = await unrecordedIn(local, claim.key, node, claim.uid);
       if (file === undefined) continue;
-      const outcome = await giveBackUnrecorded(tier, claim, node, file, this.#p.notice).catch(() => undefined);
+      const outcome = await giveBackUnrecorded(tier, local, claim, file, this.#p.notice).catch(() => undefined);
       if (outcome === undefined)
         this.#judged.delete(claim.key); // the cluster away: judged again next time
       else claims.drop(claim.key);
@@ -204,6 +204,8 @@ export class ClaimKeeper {
         claims.record(outcome.claim);
         this.#told.delete(key);
         if (!outcome.again) return;
+        // The file's claim is this record now (stray-claims.ts tells the ones it did not make by it).
+        this.#p.local.recordClaim?.(key, outcome.claim.uid);
         this.#p.republish?.(key);
         this.#p.notice(
           `${gone} (deleted by someone, or the cluster's data went back): it holds addresses here, ` +

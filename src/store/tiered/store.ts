@@ -37,7 +37,7 @@
  *   cluster away, or a tier that has none), each check lists this node's claims and reads its spaces;
  * - before its first allocation or claim in a block, the node's file is compared with what it
  *   published (tiered/file-check.ts): until then those commits throw TRY_AGAIN saying why; a claim
- *   of this node the file never recorded, in a block where it holds nothing, is given back unused;
+ *   of this node the file never recorded, where it holds nothing, is given back (tiered/stray-claims.ts);
  * - `cluster.handover` hands a block over to the node holding its addresses in use (tiered/handover.ts).
  *
  * Admission (AdmissionGuard) across nodes, without a request per ADD: `spaces` are the cluster's;
@@ -78,6 +78,7 @@ import { TieredHandover } from './handover.ts';
 import { ClaimKeeper } from './reclaim.ts';
 import { TieredPublisher } from './publisher.ts';
 import { RangePins } from './range-pins.ts';
+import { notClaimedHere } from './stray-claims.ts';
 import { forgetNodeBlocks, heldByNode, ownBlocks, rangeOwners, recordFromKey } from './ranges.ts';
 
 export interface TieredStoreOptions {
@@ -280,8 +281,8 @@ export class TieredStore implements Store {
         ? undefined
         : `block ${key} is not claimed by node ${this.#node} (${this.tier.description} cannot be reached to check)`;
     }
-    if (!this.#claims.holds(key)) return `block ${key} is not claimed by node ${this.#node}`;
-    // Claimed for this node, but never by it (its file does not record it): tiered/stray-claims.ts.
+    if (!this.#claims.holds(key)) return await notClaimedHere(this.#local, key, this.#node);
+    // Claimed for this node, but never by it (its file does not record it): stray-claims.ts.
     const read = await this.#local.readLedger(key);
     if (read.kind === 'snapshot' && read.affinity === this.#node) return undefined;
     return `block ${key} is claimed for node ${this.#node}, which never recorded claiming it: not handed out from`;
@@ -303,8 +304,7 @@ export class TieredStore implements Store {
 
   async ledgers(prefix?: string): Promise<LedgerSummary[]> {
     const local = await this.#local.ledgers(prefix);
-    // `<range pool>#` exactly: the blocks of one range.
-    const rangePool = rangePoolListed(prefix);
+    const rangePool = rangePoolListed(prefix); // `<range pool>#` exactly: the blocks of one range
     const shown = local.map((p) => {
       // Not this node's to use: a block whose claim vanished, or one in a handover (tiered/handover.ts).
       if (!isBlockKey(p.ledger) || !(this.#claims.vanished(p.ledger) || this.#claims.handingOver(p.ledger))) return p;

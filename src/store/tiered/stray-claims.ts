@@ -15,6 +15,11 @@
  * - an object edited by hand (a WarrenBlock's `spec.node`, an etcd claim key's value), or
  *   re-created by hand under the wrong name: often in a block another node published in use, whose
  *   addresses its containers hold (tiered/claim-guard.ts would have refused this node the claim).
+ *   Also when the file does record claiming the block, but another claim record than the one edited
+ *   (the file keeps the uid of the claim it made: Store.recordedClaim): a copy of the file from
+ *   before this node gave the block up, put back after another node claimed it and the claim was
+ *   edited to name this node, took that claim for its own and handed out the other node's addresses
+ *   (found by the soak, kubernetes seed 3839 step 1819).
  *
  * Guarantees: only a claim of exactly this record (uid, version) is removed, never one written since
  * (ClusterTier.unclaim); each give-back is told once, naming the block and why it is judged so.
@@ -24,26 +29,42 @@ import type { BlockClaim, ClusterTier, PublishedBlock, UnclaimResult } from './c
 import type { LedgerSnapshot, Store } from '../store.ts';
 
 /**
- * Block `key` as `node`'s file holds it when the file does not record claiming it and holds no
- * address in it (a claim of `node` there is unrecorded: a crash between claim and commit, a file
- * lost, or a stray); undefined when the file records it or holds something there.
+ * Block `key` as `node`'s file holds it when the file does not record claiming it (or recorded
+ * claiming another record than `uid`, the claim naming `node` now) and holds no address in it (a
+ * claim of `node` there is unrecorded: a crash between claim and commit, a file lost or put back,
+ * or a stray); undefined when the file records it or holds something there.
  */
-export async function unrecordedIn(local: Store, key: string, node: string): Promise<LedgerSnapshot | undefined> {
+export async function unrecordedIn(
+  local: Store,
+  key: string,
+  node: string,
+  uid: string,
+): Promise<LedgerSnapshot | undefined> {
   const read = await local.readLedger(key);
-  return read.kind !== 'snapshot' || read.affinity === node || read.allocations.length > 0 ? undefined : read;
+  if (read.kind !== 'snapshot' || read.allocations.length > 0) return undefined;
+  return read.affinity !== node || madeAnother(local, key, uid) ? read : undefined;
+}
+
+/** Whether the file recorded making another claim record of block `key` than `uid` (none recorded: not known). */
+export function madeAnother(local: Store, key: string, uid: string): boolean {
+  const recorded = local.recordedClaim?.(key);
+  return recorded !== undefined && recorded !== uid;
 }
 
 /**
  * Gives `claim` (this node's in the cluster, not in its file, `file` its block there) back, unused:
  * the outcome of the give-back (`changed` or `gone`: judged again at the next look, never used either).
+ * A file that recorded claiming the block by another record (`madeAnother`) gives it up as well: that
+ * claim is gone from the cluster, and the block, empty here, is left to it.
  */
 export async function giveBackUnrecorded(
   tier: ClusterTier,
+  local: Store,
   claim: BlockClaim,
-  node: string,
   file: LedgerSnapshot,
   notice: ((message: string) => void) | undefined,
 ): Promise<UnclaimResult> {
+  const node = claim.node;
   // Read only to say why: the claim goes back whatever it shows.
   const published = await tier.publicationOf(claim.key);
   const other = published !== undefined && published.node !== node && published.loan !== true;
@@ -52,6 +73,9 @@ export async function giveBackUnrecorded(
     : (resurrected(published, node, file) ??
       "claimed just before its agent stopped, or brought back by a restore of the cluster's data");
   const outcome = await tier.unclaim(claim);
+  // Conflict: the file moved meanwhile (judged again at the next look, the claim gone by then).
+  if (file.affinity === node && outcome !== 'changed')
+    await local.commit(claim.key, file.revision, [{ op: 'unclaim' }]).catch(() => undefined);
   if (outcome === 'gone') return outcome; // given back already (the file check and a check of the keeper both saw it)
   const done = outcome === 'released' ? 'given back' : `not given back (the claim ${outcome})`;
   notice?.(
@@ -70,4 +94,17 @@ function resurrected(published: PublishedBlock | undefined, node: string, file: 
     `its file gave the block up (at revision ${file.revision}) after its publication of it (revision ` +
     `${published.revision}): the cluster's data went back (a restore)`
   );
+}
+
+/**
+ * Why block `key`, which this node does not claim in the cluster, is not handed out from here. A file
+ * that still records claiming it while holding nothing there (a copy put back from before the node
+ * gave the block up, another node's now) gives it up: every ADD in the range picked it and
+ * conflicted, since no check of vanished claims unclaims a claim this process never saw.
+ */
+export async function notClaimedHere(local: Store, key: string, node: string): Promise<string> {
+  const read = await local.readLedger(key);
+  if (read.kind === 'snapshot' && read.affinity === node && read.allocations.length === 0)
+    await local.commit(key, read.revision, [{ op: 'unclaim' }]).catch(() => undefined);
+  return `block ${key} is not claimed by node ${node}`;
 }

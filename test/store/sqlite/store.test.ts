@@ -286,4 +286,23 @@ describe('SqliteStore specifics', () => {
     assert.equal(read.kind === 'snapshot' && read.revision, 2);
     await store.close();
   });
+
+  it('keeps the claim record a block was claimed with, in its commit, and forgets it with the block (stray-claims.ts)', async () => {
+    const dir = tempDir();
+    const store = new SqliteStore({ path: join(dir, 'warren.db') });
+    const block = 'r#10.1.0.0/28';
+    assert.equal(store.recordedClaim(block), undefined, 'none claimed');
+    await store.commit(block, 0, [{ op: 'claim', node: 'a', uid: 'uid-1' }]);
+    assert.equal(store.recordedClaim(block), 'uid-1');
+    store.recordClaim(block, 'uid-2'); // claimed again in the cluster
+    assert.equal(store.recordedClaim(block), 'uid-2');
+    await store.close();
+    const again = new SqliteStore({ path: join(dir, 'warren.db') });
+    assert.equal(again.recordedClaim(block), 'uid-2', 'kept in the file');
+    await again.commit(block, 1, [{ op: 'unclaim' }]);
+    assert.equal(again.recordedClaim(block), undefined, 'given up with the block');
+    await again.commit(block, 2, [{ op: 'claim', node: 'a' }]);
+    assert.equal(again.recordedClaim(block), undefined, 'a claim recorded without its record (a handover) knows none');
+    await again.close();
+  });
 });

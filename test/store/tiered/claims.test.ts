@@ -19,7 +19,16 @@ import type { BlockClaim, ClusterTier, RangeRecord } from '../../../src/store/ti
 import { claimAgain } from '../../../src/store/tiered/claim-again.ts';
 import type { Store } from '../../../src/store/store.ts';
 import { waitFor } from '../../helpers/processes.ts';
-import { type TieredCluster, type TieredClusterOptions, owner, rangesOf, tieredCluster } from './nodes.ts';
+import {
+  type TieredCluster,
+  type TieredClusterOptions,
+  type TieredNode,
+  backUpFile,
+  owner,
+  putBackFile,
+  rangesOf,
+  tieredCluster,
+} from './nodes.ts';
 
 const clusters: TieredCluster[] = [];
 function cluster(names: readonly string[], o: TieredClusterOptions = {}): TieredCluster {
@@ -396,6 +405,64 @@ describe('TieredStore: a claim edited by hand to name another node (issue 38)', 
     }
     assert.equal(await c.tier.claimOf(key), undefined, 'given back');
     assert.notEqual((await n2.store.ledgers()).find((p) => p.ledger === key)?.affinity, 'n2', 'never recorded');
+  });
+
+  /**
+   * Node n2 claims block `key` and empties it; a copy of its file is taken; the block is freed (n2
+   * forgotten: its claim and publication gone) and node n1 claims it and hands out two addresses.
+   */
+  async function claimedSinceTheCopy(range: string) {
+    const c = cluster(['n1', 'n2']);
+    const r = rangesOf({ range, block_size: 28 });
+    const [old] = await (c.nodes[1] as TieredNode).allocator.allocate({ owner: owner('old'), ranges: r });
+    const key = old?.allocation.pool ?? '';
+    await (c.nodes[1] as TieredNode).allocator.release(owner('old'));
+    let copy = '';
+    await c.restart(1, () => {
+      copy = backUpFile(c, 'n2');
+    });
+    c.tier.deleteClaim(key, { publication: true });
+    const n1 = c.nodes[0] as TieredNode;
+    const held = [];
+    for (const id of ['a', 'b'])
+      held.push((await n1.allocator.allocate({ owner: owner(id), ranges: r }))[0]?.allocation);
+    assert.deepEqual(
+      held.map((a) => a?.pool),
+      [key, key],
+      'n1 hands out from the block n2 gave up',
+    );
+    await n1.store.flush();
+    return { c, r, key, copy, n1, held: held.map((a) => a?.address) };
+  }
+
+  it('never takes the claim for one its file made when a copy of its file from before it gave the block up is put back (soak, kubernetes seed 3839 step 1819)', async () => {
+    // The soak: node 0's block edited to name node 2, node 2 killed before it gave the claim back and
+    // its file put back from a copy that had claimed that block before: it handed out node 0's live addresses.
+    const { c, r, key, copy, n1, held } = await claimedSinceTheCopy('10.53.0.0/24');
+    await editClaim(c, key, 'n2');
+    const n2 = await c.restart(1, () => putBackFile(c, 'n2', copy));
+    await n2.store.check();
+    for (const id of ['x', 'y', 'z']) {
+      const [theirs] = await n2.allocator.allocate({ owner: owner(id), ranges: r });
+      assert.notEqual(
+        theirs?.allocation.pool,
+        key,
+        `${theirs?.allocation.address} is not in n1's block (n1 holds ${held})`,
+      );
+    }
+    assert.notEqual((await c.tier.claimOf(key))?.node, 'n2', 'the claim it never made given back');
+    await n1.store.check();
+    assert.equal((await c.tier.claimOf(key))?.node, 'n1', 'its owner claims it again');
+  });
+
+  it('never wedges the range on an empty block a file put back records, another node holding it now', async () => {
+    // With the claim above given back, n2's file still named the block its own: every ADD in the range
+    // picked it and conflicted (`kept changing under 32 attempts`), on the old code as well without the edit.
+    const { c, r, key, copy } = await claimedSinceTheCopy('10.54.0.0/24');
+    const n2 = await c.restart(1, () => putBackFile(c, 'n2', copy));
+    const [theirs] = await n2.allocator.allocate({ owner: owner('x'), ranges: r });
+    assert.ok(theirs !== undefined, 'an address');
+    assert.notEqual(theirs.allocation.pool, key, 'not in the block n1 holds');
   });
 });
 

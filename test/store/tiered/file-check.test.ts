@@ -5,7 +5,7 @@
  * is handed out again; and the older file never writes its view over the cluster's.
  */
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { isWarrenError } from '../../../src/core/errors.ts';
@@ -17,7 +17,9 @@ import {
   type TieredCluster,
   type TieredClusterOptions,
   type TieredNode,
+  backUpFile,
   owner,
+  putBackFile,
   rangesOf,
   tieredCluster,
 } from './nodes.ts';
@@ -35,20 +37,14 @@ function cluster(names: readonly string[], options: TieredClusterOptions = {}): 
   return c;
 }
 
-/** Copies node `name`'s file (closed: no write in flight) into a directory of its own, to restore later. */
+/** Copies node `name`'s file (closed) into a directory of its own, removed after the tests. */
 function backUp(c: TieredCluster, name: string): string {
   const to = tempDir('warren-backup-');
   copies.push(to);
-  for (const f of readdirSync(c.dir).filter((f) => f.startsWith(`${name}.db`)))
-    copyFileSync(join(c.dir, f), join(to, f));
-  return to;
+  return backUpFile(c, name, to);
 }
 
-/** Puts the copy back in place of node `name`'s file (its store closed), WAL and all. */
-function restore(c: TieredCluster, name: string, from: string): void {
-  for (const f of readdirSync(c.dir).filter((f) => f.startsWith(`${name}.db`))) rmSync(join(c.dir, f));
-  for (const f of readdirSync(from)) copyFileSync(join(from, f), join(c.dir, f));
-}
+const restore = putBackFile;
 
 /** Deletes node `name`'s file (its store closed), as a lost disk or a new machine. */
 function wipe(c: TieredCluster, name: string): void {

@@ -2,6 +2,7 @@
  * Nodes of a two-tier cluster for unit tests: each node a TieredStore on its own SQLite file and a
  * session of one MemoryTier, with an allocator that splits ranges into blocks, on one ManualClock.
  */
+import { copyFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
@@ -107,4 +108,17 @@ export const owner = (containerID: string) => ({ network: 'net', containerID, if
 
 export function rangesOf(ipam: Record<string, unknown>): readonly RangeSpec[] {
   return parseIpamConfig({ type: 'warren', ...ipam }).ranges;
+}
+
+/** Copies node `name`'s file (closed: no write in flight) into a directory of its own (`into`), to put back later. */
+export function backUpFile(c: TieredCluster, name: string, into: string = tempDir('warren-backup-')): string {
+  for (const f of readdirSync(c.dir).filter((f) => f.startsWith(`${name}.db`)))
+    copyFileSync(join(c.dir, f), join(into, f));
+  return into;
+}
+
+/** Puts the copy back in place of node `name`'s file (its store closed), WAL and all. */
+export function putBackFile(c: TieredCluster, name: string, from: string): void {
+  for (const f of readdirSync(c.dir).filter((f) => f.startsWith(`${name}.db`))) rmSync(join(c.dir, f));
+  for (const f of readdirSync(from)) copyFileSync(join(from, f), join(c.dir, f));
 }
