@@ -32,7 +32,11 @@
  *   shows who really holds a lent address; once given back (its pool carries the given-back mark,
  *   ipam/bookkeeping.ts) its publication is withdrawn. A tier without loans publishes none;
  * - the first run that reaches the cluster publishes every block this node holds, and every loan
- *   pool, so what changed before a restart and was not published then is not lost;
+ *   pool, so what changed before a restart and was not published then is not lost; so does the first
+ *   after the operator accepts a store that lost its data (`accepted`): what this publisher wrote to
+ *   the old store may be gone, or older, in the one accepted, and a publication deleted while the
+ *   node was halted was dropped with the block not held then (found by the soak, etcd seed 3943 step
+ *   704: a publication deleted by hand during a recovery never written again);
  * - nothing is published before this node's file has been compared with what it published before
  *   (`fileCheck`, tiered/file-check.ts; each run tries it first until it has run through), so a
  *   file that went back never writes its older view over the newer one; marks are kept meanwhile;
@@ -117,6 +121,13 @@ export class TieredPublisher {
   mark(key: string): void {
     this.#dirty.add(key);
     this.#settling.delete(key);
+  }
+
+  /** The operator accepted the store (`warren store accept`): the file check's part, then every block written anew. */
+  async accepted(): Promise<void> {
+    await this.fileCheck.accepted();
+    this.#written.clear();
+    this.#resynced = false;
   }
 
   /**

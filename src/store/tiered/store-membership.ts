@@ -4,20 +4,21 @@
  * - `keepRecovery` is told why a range of this node is halted on a block another node holds
  *   (tiered/reclaim.ts), so the node joins a recovery under way (recovery.ts `joinRecovery`);
  * - `accept` (`warren store accept`) also lifts what the file check withheld and releases the
- *   announced placeholders (tiered/file-check.ts), then checks this node's claims at once: the
+ *   announced placeholders (tiered/file-check.ts), has every block published anew (tiered/
+ *   publisher.ts `accepted`), then checks this node's claims at once: the
  *   blocks it claimed again are held again before the next `keepRecovery`, which would otherwise
  *   still see their ranges halted and put the node back on the marker it just left.
  */
 import type { AcceptReport, Membership } from '../store.ts';
 import type { TieredChores } from './chores.ts';
 import type { TieredClaims } from './claims.ts';
-import type { TieredFileCheck } from './file-check.ts';
+import type { TieredPublisher } from './publisher.ts';
 
-/** `membership` with the file check's part of an accept, the claims' halts and a claim check after an accept. */
+/** `membership` with the publisher's part of an accept, the claims' halts and a claim check after an accept. */
 export function storeMembership(
   membership: Membership,
   claims: Pick<TieredClaims, 'halts'>,
-  fileCheck: Pick<TieredFileCheck, 'accepted'>,
+  publisher: Pick<TieredPublisher, 'accepted'>,
   chores: Pick<TieredChores, 'check'>,
 ): Membership {
   return {
@@ -25,7 +26,7 @@ export function storeMembership(
     halted: () => membership.halted(),
     async accept(): Promise<AcceptReport> {
       const report = await membership.accept();
-      await fileCheck.accepted();
+      await publisher.accepted();
       await chores.check();
       return report;
     },

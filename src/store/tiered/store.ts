@@ -162,7 +162,7 @@ export class TieredStore implements Store {
       notice: this.#notice,
     });
     this.cluster = extend({
-      membership: storeMembership(o.tier.membership, this.#claims, this.#publisher.fileCheck, this.#chores),
+      membership: storeMembership(o.tier.membership, this.#claims, this.#publisher, this.#chores),
       spaces: this.#admissions.spaces,
       owners: {
         ...rangeOwners(

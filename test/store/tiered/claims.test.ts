@@ -621,6 +621,32 @@ describe('TieredStore, started: what it must know it learns from the watches (is
   });
 });
 
+describe('TieredStore: an accept of a store that lost its data (warren store accept)', () => {
+  it('publishes every block anew: what it wrote to the old store may be gone from the one accepted (soak, etcd seed 3943 step 704)', async () => {
+    // The soak: a publication deleted by hand while the node was halted for a restore was never
+    // written again; a restore likewise takes publications written after its snapshot, telling no watch.
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.55.0.0/24', block_size: 28 });
+    const [held] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = held?.allocation.pool ?? '';
+    await n1.store.flush();
+    assert.ok((await c.tier.publicationOf(key)) !== undefined, 'published');
+    c.tier.dropPublication(key);
+    await n1.store.flush();
+    assert.equal(await c.tier.publicationOf(key), undefined, 'its publisher believes it written');
+    await n1.store.cluster.membership.accept();
+    await n1.store.flush();
+    const again = await c.tier.publicationOf(key);
+    assert.deepEqual(
+      again?.allocations.map((a) => a.address),
+      [held?.allocation.address],
+      'written again after the accept',
+    );
+  });
+});
+
 describe('claimAgain (warren store accept)', () => {
   it('pins each range again with its largest block size, so grown blocks stay blocks of it', async () => {
     const pool = '10.61.0.0/24';

@@ -227,6 +227,11 @@ export class MemoryTier implements ClusterTier {
     this.#s.touchRange(rangePoolOfKey(key));
   }
 
+  /** Removes a publication and tells no watch, as a restore of the cluster's data from before it was written does. */
+  dropPublication(key: string): void {
+    this.#s.published.delete(key);
+  }
+
   /**
    * Puts a claim (and its publication) back as they stood when read, as a restore of the cluster's
    * data from a snapshot taken then does: for tests of claims resurrected by a restore.
