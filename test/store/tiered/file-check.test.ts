@@ -346,6 +346,34 @@ describe('TieredStore: a copy put back from before the file was lost (issue 38)'
     assert.ok(fromLost?.lineage !== undefined && fromCopy?.succession?.supersedes.includes(fromLost.lineage));
     assert.ok((fromCopy?.succession?.generation ?? 0) > (fromLost?.succession?.generation ?? 0));
   });
+
+  it('keeps the container of a new file that took nothing over, when a copy that once wrote its block is put back', {
+    todo: 'issue 38, not fixed: the two histories are unordered and the copy wins (soak, etcd seed 3943 step 9621)',
+  }, async () => {
+    // The soak: node 1's directory deleted twice, the new file (taking nothing over) handed out .11
+    // in a block the copy had once written and given up; the copy put back gave the claim back and
+    // another node handed .11 out again.
+    const c = cluster(['n1'], { publishAhead: 0 });
+    const r = rangesOf({ range: '10.58.0.0/28', block_size: 28 });
+    const n1 = c.nodes[0] as TieredNode;
+    const [old] = await allocate(n1, r, ['old']);
+    const key = (await n1.store.list({ network: 'net' })).find((a) => a.address === old)?.pool ?? '';
+    await n1.allocator.release(owner('old'));
+    await n1.store.flush();
+    c.tier.deleteClaim(key, { publication: true }); // freed (the node forgotten, or given back)
+    await n1.store.check(); // its file gives the empty block up
+    await c.restart(0);
+    const copy = backUp(c, 'n1');
+    const fresh = await c.restart(0, () => wipe(c, 'n1'));
+    const [later] = await allocate(fresh, r, ['later']);
+    await fresh.store.flush();
+    const again = await c.restart(0, () => restore(c, 'n1', copy));
+    await again.store.cluster.owners.settleClaims();
+    const held = await again.store.list({ network: 'net' });
+    assert.equal(held.find((a) => a.containerID === 'later')?.address, later, 'the later container keeps its address');
+    const filled = await fill(again, r, 'new-');
+    assert.ok(!filled.includes(later as string), `${later} handed out again: ${filled.join(' ')}`);
+  });
 });
 
 describe('TieredStore: a node whose file was lost', () => {
