@@ -76,7 +76,6 @@ export interface FileCheckOptions {
 }
 
 export type { FileCheckStatus } from '../cluster.ts';
-
 const sameOwner = (a: Allocation, b: Allocation): boolean =>
   a.network === b.network && a.containerID === b.containerID && a.ifname === b.ifname;
 
@@ -211,7 +210,7 @@ export class TieredFileCheck {
       const vanished = !claimed.has(block.key);
       if (vanished && (await tier.claimOf(block.key)) !== undefined) continue;
       // A withheld block keeps its newer publication: the next start finds it again, until accepted.
-      if (!(await this.#merge(block, mine))) continue;
+      if (!(await this.#merge(block, mine, vanished))) continue;
       if (block.lineage !== lineage) taken.push(block);
       if (!this.#withheld.has(block.key)) publishing.push({ key: block.key, vanished });
     }
@@ -247,17 +246,18 @@ export class TieredFileCheck {
    * Merges `block`'s publication into the file when it is newer; true when the block is to be
    * published again (its publication's revision is not the file's, or it names none).
    */
-  async #merge(block: PublishedBlock, mine: Succession): Promise<boolean> {
+  async #merge(block: PublishedBlock, mine: Succession, vanished: boolean): Promise<boolean> {
     const { local, node } = this.#o;
     const read = await local.readLedger(block.key);
     if (read.kind !== 'snapshot') throw new Error(`block ${block.key} read without its contents`);
     const ours = read.affinity === node;
     // Another file's (the node's file lost, or a new machine under its name): its revisions are not this file's.
-    // It is newer only where this file never wrote the block: once written, a copy of the cluster's data put back
-    // later can bring it back over what this file did since (soak, etcd seed 3943: a new machine's live records);
-    // or where it took this file's history over since: this file is a copy put back from before a loss (soak).
+    // Newer where it took this file's history over (this file a copy put back from before a loss), or where this
+    // file holds nothing and the claim stands (neither took the other over: both kept; etcd seed 3943 step 9621);
+    // else only where this file never wrote the block (a restore can bring an older one back: etcd seed 3943).
     const another = block.lineage !== undefined && local.lineage !== undefined && block.lineage !== local.lineage;
-    const newer = supersedesFile(block, local.lineage, mine);
+    const newer =
+      supersedesFile(block, local.lineage, mine) || (another && !ours && !vanished && read.allocations.length === 0);
     if (another && !newer && read.revision > 0) return false;
     const byRevision = block.revision !== undefined;
     const published = block.revision ?? 0;

@@ -347,12 +347,10 @@ describe('TieredStore: a copy put back from before the file was lost (issue 38)'
     assert.ok((fromCopy?.succession?.generation ?? 0) > (fromLost?.succession?.generation ?? 0));
   });
 
-  it('keeps the container of a new file that took nothing over, when a copy that once wrote its block is put back', {
-    todo: 'issue 38, not fixed: the two histories are unordered and the copy wins (soak, etcd seed 3943 step 9621)',
-  }, async () => {
-    // The soak: node 1's directory deleted twice, the new file (taking nothing over) handed out .11
-    // in a block the copy had once written and given up; the copy put back gave the claim back and
-    // another node handed .11 out again.
+  it('keeps the container of a new file that took nothing over, when a copy that once wrote its block is put back', async () => {
+    // The soak (etcd seed 3943 step 9621): node 1's directory deleted twice, the new file (taking nothing
+    // over) handed out .11 in a block the copy had once written and given up; neither history took the
+    // other over, so the copy's view won, it gave the claim back and another node handed .11 out again.
     const c = cluster(['n1'], { publishAhead: 0 });
     const r = rangesOf({ range: '10.58.0.0/28', block_size: 28 });
     const n1 = c.nodes[0] as TieredNode;
