@@ -97,6 +97,25 @@ async function fill(n: TieredNode, ranges: readonly RangeSpec[], prefix: string)
   throw new Error('the range never filled');
 }
 
+/**
+ * Node n1's file put back from `copy`: container `later`, whose address the file after the copy
+ * handed out, keeps it, and the node hands it out to nobody else; the node as restarted.
+ */
+async function laterKeptAfterPutBack(
+  c: TieredCluster,
+  r: readonly RangeSpec[],
+  copy: string,
+  later: string | undefined,
+): Promise<TieredNode> {
+  const again = await c.restart(0, () => restore(c, 'n1', copy));
+  await again.store.cluster.owners.settleClaims();
+  const held = await again.store.list({ network: 'net' });
+  assert.equal(held.find((a) => a.containerID === 'later')?.address, later, 'the later container keeps its address');
+  const filled = await fill(again, r, 'new-');
+  assert.ok(!filled.includes(later as string), `${later} handed out again: ${filled.join(' ')}`);
+  return again;
+}
+
 describe('TieredStore: a node whose file was restored from an older copy', () => {
   it('hands out no address it published after the copy was taken, and keeps them until released', async () => {
     const c = cluster(['n1']);
@@ -334,12 +353,7 @@ describe('TieredStore: a copy put back from before the file was lost (issue 38)'
     await lost.store.flush();
     const publication = async () => (await c.tier.published({ node: 'n1' })).items[0];
     const fromLost = await publication();
-    const again = await c.restart(0, () => restore(c, 'n1', copy));
-    await again.store.cluster.owners.settleClaims();
-    const held = await again.store.list({ network: 'net' });
-    assert.equal(held.find((a) => a.containerID === 'later')?.address, later, 'the later container keeps its address');
-    const filled = await fill(again, r, 'new-');
-    assert.ok(!filled.includes(later as string), `${later} handed out again: ${filled.join(' ')}`);
+    const again = await laterKeptAfterPutBack(c, r, copy, later);
     // The copy took the lost file's history over: that history's publication, put back later, is the older.
     await again.store.flush();
     const fromCopy = await publication();
@@ -365,12 +379,7 @@ describe('TieredStore: a copy put back from before the file was lost (issue 38)'
     const fresh = await c.restart(0, () => wipe(c, 'n1'));
     const [later] = await allocate(fresh, r, ['later']);
     await fresh.store.flush();
-    const again = await c.restart(0, () => restore(c, 'n1', copy));
-    await again.store.cluster.owners.settleClaims();
-    const held = await again.store.list({ network: 'net' });
-    assert.equal(held.find((a) => a.containerID === 'later')?.address, later, 'the later container keeps its address');
-    const filled = await fill(again, r, 'new-');
-    assert.ok(!filled.includes(later as string), `${later} handed out again: ${filled.join(' ')}`);
+    await laterKeptAfterPutBack(c, r, copy, later);
   });
 });
 
