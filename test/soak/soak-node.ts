@@ -110,14 +110,18 @@ export class SoakNode {
     delSent: (containerID, since) => this.#dels.get(containerID)?.find((d) => d.reachable && d.at >= since),
     forget: (containerID) => this.#dels.delete(containerID),
     restoredWithin: (from, to) => this.#restores.some((at) => at >= from && at <= to),
-    killedWithin: (from, to) => this.#kills.some((k) => k.to >= from && k.from <= to),
+    killedWithin: (from, to) => this.#killedWithin(from, to),
     starting: () => this.#starting,
     releasesCounted: () => this.#releasesCounted(),
     releaseEvents: () => this.#releaseEvents(),
     eventLostBy: (from, to) =>
-      this.#store.eventLostBy?.(from, to) ??
-      (this.#kills.some((k) => k.to >= from && k.from <= to) ? 'its agent killed' : undefined),
+      this.#store.eventLostBy?.(from, to) ?? (this.#killedWithin(from, to) ? 'its agent killed' : undefined),
   };
+
+  /** Whether the agent was killed -9 within [from, to] (ms). */
+  #killedWithin(from: number, to: number): boolean {
+    return this.#kills.some((k) => k.to >= from && k.from <= to);
+  }
 
   constructor(index: number, store: SoakStore, settings: ReleaseSettings) {
     this.index = index;

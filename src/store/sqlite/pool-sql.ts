@@ -41,6 +41,7 @@ export function prepareStatements(db: DatabaseSync) {
     cursor: db.prepare('UPDATE pools SET cursor = ? WHERE pool = ?'),
     describe: db.prepare('UPDATE pools SET description = ? WHERE pool = ?'),
     affinity: db.prepare('UPDATE pools SET affinity = ? WHERE pool = ?'),
+    claimRecord: db.prepare('SELECT value FROM meta WHERE key = ?'),
     recordClaim: db.prepare(RECORD_CLAIM),
     forgetClaim: db.prepare('DELETE FROM meta WHERE key = ?'),
     cooldown: db.prepare('UPDATE pools SET cooldown_seconds = ? WHERE pool = ?'),

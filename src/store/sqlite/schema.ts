@@ -150,14 +150,6 @@ export function claimRecordKey(block: string): string {
 export const RECORD_CLAIM =
   'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value';
 
-/** The uid of the claim of `block` the file recorded making; undefined when it recorded none (or kept none then). */
-export function claimRecordIn(db: DatabaseSync, block: string): string | undefined {
-  const row = db.prepare('SELECT value FROM meta WHERE key = ?').get(claimRecordKey(block)) as
-    | { value: string }
-    | undefined;
-  return row?.value;
-}
-
 /** Writes the file's succession (one row: a crash leaves the old one or the new). */
 export function writeSuccession(db: DatabaseSync, succession: Succession): void {
   db.prepare(

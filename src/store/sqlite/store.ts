@@ -21,15 +21,7 @@ import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { describeSqliteError, isBusy } from './errors.ts';
 import { type AllocationRow, readPage, readLedgers, toAllocation, whereClause } from './rows.ts';
 import { type Statements, commitAllIn, commitIn, prepareStatements, readLedgerIn } from './pool-sql.ts';
-import {
-  RECORD_CLAIM,
-  claimRecordIn,
-  claimRecordKey,
-  lineageOf,
-  migrateSchema,
-  successionIn,
-  writeSuccession,
-} from './schema.ts';
+import { claimRecordKey, lineageOf, migrateSchema, successionIn, writeSuccession } from './schema.ts';
 import type { Succession } from '../succession.ts';
 import { WalSync } from './wal-sync.ts';
 import type {
@@ -96,12 +88,13 @@ export class SqliteStore implements Store {
     this.#succession = succession;
   }
 
+  /** Read on placement, once per claim listed: its statement prepared once, with the others. */
   recordedClaim(ledger: string): string | undefined {
-    return this.#retrySync(() => claimRecordIn(this.#db, ledger));
+    return (this.#stmt.claimRecord.get(claimRecordKey(ledger)) as { value: string } | undefined)?.value;
   }
 
   recordClaim(ledger: string, uid: string): void {
-    this.#retrySync(() => this.#db.prepare(RECORD_CLAIM).run(claimRecordKey(ledger), uid));
+    this.#retrySync(() => this.#stmt.recordClaim.run(claimRecordKey(ledger), uid));
   }
 
   #open(options: SqliteStoreOptions): DatabaseSync {
