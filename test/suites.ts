@@ -347,6 +347,7 @@ export const E2E_FILES: readonly string[] = [
   'test/plugin/plugin.test.ts',
   'test/scripts/build.test.ts',
   'test/sources/missed-delete-journal.test.ts',
+  'test/store/etcd-tier/announce-lease.test.ts',
   'test/store/etcd-tier/etcd-requests.test.ts',
   'test/helpers-check/etcd.test.ts',
   'test/store/etcd-tier/history.test.ts',

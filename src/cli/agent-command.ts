@@ -93,7 +93,9 @@ export async function runAgent(
   // connection to an etcd member outlive the store's close), the process ends anyway, saying so.
   const exitAnyway = (exit: number): number => {
     setTimeout(() => {
-      logger.warn('stopped, but something still held the process open after 5 s: exiting');
+      // What held it, by kind (TCPSocketWrap, Timeout, ...): where to look for what a close left open.
+      const holding = process.getActiveResourcesInfo();
+      logger.warn({ holding }, 'stopped, but something still held the process open after 5 s: exiting');
       process.exit(exit);
     }, 5_000).unref();
     return exit;

@@ -31,7 +31,7 @@
  *
  * A node lost for good (plan.ts `node-lost`) is forgotten as docs/etcd.md says an operator does:
  * `warren node forget NAME` on another node's agent (the real CLI), asked again while it is refused
- * because the node's announcement has not lapsed yet (its lease, 10 s); after a restore that brought
+ * because the node's announcement has not lapsed yet (its lease, NODE_LEASE_SECONDS); after a restore that brought
  * back a node forgotten and not back yet, forgotten again (docs/recovery.md: the marker waits for
  * it until then).
  *
@@ -60,7 +60,13 @@ import type {
   StoreStep,
 } from './store.ts';
 
-/** How long `warren node forget` is asked again while the node is still alive (its lease, 10 s, with room). */
+/**
+ * The agents' node lease (`--node-lease`; 10 s by default): a lost node's forget waits for it to
+ * lapse, which at 10 s was a fifth of a plan's time. Not as short as the kubernetes soak's Lease
+ * (2 s): keep-alives wait out each election after a leader the plan kills, on a loaded machine.
+ */
+const NODE_LEASE_SECONDS = 5;
+/** How long `warren node forget` is asked again while the node is still alive (its lease, with room). */
 const FORGET_BOUND_MS = 60_000;
 const FORGET_AGAIN_MS = 1_000;
 
@@ -174,7 +180,12 @@ class EtcdSoakStore implements SoakStore {
   agentArgs(node: StoreNode): readonly string[] {
     this.#nodes.set(node.index, node);
     // Empty blocks given back after 5 s rather than 300: claims and give-backs race the faults.
-    return etcdStoreArgs(this.#etcd.endpoints, ETCD_SOAK_PREFIX, ['--block-grace', '5']);
+    return etcdStoreArgs(this.#etcd.endpoints, ETCD_SOAK_PREFIX, [
+      '--block-grace',
+      '5',
+      '--node-lease',
+      String(NODE_LEASE_SECONDS),
+    ]);
   }
 
   /** The publication settings a node runs with (their defaults), not the e2e tests' (store-kube.ts says why). */

@@ -28,7 +28,7 @@ import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Lease, Namespace } from 'etcd3';
 import type { EtcdContinuity } from './continuity.ts';
-import { claimantOf, nodeKey, recordOf, taskKey } from './announcements.ts';
+import { claimantOf, nodeKey, recordOf, taskKey, waitOut } from './announcements.ts';
 import { type FollowKey, FollowedKeys } from './followed-keys.ts';
 import type { EtcdRecovery } from './recovery.ts';
 import { type Recovery, RecoveryJoin, settled } from '../tiered/recovery.ts';
@@ -59,9 +59,6 @@ export interface EtcdMembershipOptions {
   /** Waits this long (polling for a lease to lapse); injectable for tests. */
   readonly wait?: (ms: number) => Promise<void>;
 }
-
-// Not unref()ed: while an agent starts, this wait may be all that keeps its process alive.
-const defaultWait = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class EtcdMembership implements Membership {
   readonly #o: EtcdMembershipOptions;
@@ -172,61 +169,73 @@ export class EtcdMembership implements Membership {
           `the announcement of node ${announced.node} kept changing while this agent announced itself; try again`,
         );
       const lease = this.#o.ns.lease(this.#o.leaseSeconds);
-      const id = await this.#o.call('announce node', () => lease.grant());
-      const created = await this.#o.call('announce node', () =>
-        this.#o.ns
-          .if(key, 'Create', '==', 0)
-          .then(this.#o.ns.put(key).value(value).lease(id))
-          .else(this.#o.ns.get(key))
-          .commit(),
-      );
-      if (created.succeeded) return this.#adopt(lease);
-      const kv = created.responses[0]?.response_range?.kvs[0];
-      if (kv === undefined) {
-        await lease.revoke().catch(() => undefined);
-        continue; // gone since: create it again
-      }
-      const holder = recordOf(kv.value);
-      const mine = holder?.instance !== undefined && holder.instance === announced.record.instance;
-      const previous = holder?.instance !== undefined && holder.instance === announced.previous;
-      const sameBoot = previous && holder.bootId !== undefined && holder.bootId === announced.record.bootId;
-      if (mine || sameBoot || goneFromThisBoot(holder, announced.record)) {
-        const taken = await this.#o.call('announce node', () =>
+      try {
+        const id = await this.#o.call('announce node', () => lease.grant());
+        const created = await this.#o.call('announce node', () =>
           this.#o.ns
-            .if(key, 'Mod', '==', Number(kv.mod_revision))
+            .if(key, 'Create', '==', 0)
             .then(this.#o.ns.put(key).value(value).lease(id))
+            .else(this.#o.ns.get(key))
             .commit(),
         );
-        if (!taken.succeeded) {
+        if (created.succeeded) return this.#adopt(lease);
+        const kv = created.responses[0]?.response_range?.kvs[0];
+        if (kv === undefined) {
           await lease.revoke().catch(() => undefined);
+          continue; // gone since: create it again
+        }
+        const holder = recordOf(kv.value);
+        const mine = holder?.instance !== undefined && holder.instance === announced.record.instance;
+        const previous = holder?.instance !== undefined && holder.instance === announced.previous;
+        const sameBoot = previous && holder.bootId !== undefined && holder.bootId === announced.record.bootId;
+        if (mine || sameBoot || goneFromThisBoot(holder, announced.record)) {
+          const taken = await this.#o.call('announce node', () =>
+            this.#o.ns
+              .if(key, 'Mod', '==', Number(kv.mod_revision))
+              .then(this.#o.ns.put(key).value(value).lease(id))
+              .commit(),
+          );
+          if (!taken.succeeded) {
+            await lease.revoke().catch(() => undefined);
+            continue;
+          }
+          // The old lease held nothing else of ours worth keeping (its chore claims go with it).
+          if (kv.lease !== '0' && kv.lease !== id)
+            await this.#o
+              .call('revoke the old announcement', () => this.#o.ns.leaseClient.leaseRevoke({ ID: kv.lease }))
+              .catch(() => undefined);
+          return this.#adopt(lease);
+        }
+        await lease.revoke().catch(() => undefined);
+        if (previous && !waited) {
+          waited = true;
+          await waitOut(this.#o, key, kv.mod_revision, holder);
           continue;
         }
-        // The old lease held nothing else of ours worth keeping (its chore claims go with it).
-        if (kv.lease !== '0' && kv.lease !== id)
-          await this.#o
-            .call('revoke the old announcement', () => this.#o.ns.leaseClient.leaseRevoke({ ID: kv.lease }))
-            .catch(() => undefined);
-        return this.#adopt(lease);
+        const refusal =
+          `node ${announced.node} is already announced in etcd by ${describeInstance(holder)}: two agents must ` +
+          `not share a node name ` +
+          `(give this one another --node-name; if that agent is gone, its announcement lapses within ` +
+          `${this.#o.leaseSeconds} s of its last renewal)`;
+        // Refused while running (the first announcement came late, or the lease was lost meanwhile):
+        // this instance must not write either.
+        this.#o.continuity.halt(
+          'taken-over',
+          `${refusal}; this agent stopped allocating (then \`warren store accept\`)`,
+        );
+        throw new WarrenError('ALREADY_RUNNING', refusal);
+      } catch (error) {
+        // A round that failed midway (etcd away) lets go of its lease: none is kept alive unused,
+        // holding the agent's process open after its store closed (seen by the soak: 5 s stops).
+        void lease.revoke().catch(() => undefined);
+        throw error;
       }
-      await lease.revoke().catch(() => undefined);
-      if (previous && !waited) {
-        waited = true;
-        await this.#waitOut(key, kv.mod_revision, holder);
-        continue;
-      }
-      const refusal =
-        `node ${announced.node} is already announced in etcd by ${describeInstance(holder)}: two agents must ` +
-        `not share a node name ` +
-        `(give this one another --node-name; if that agent is gone, its announcement lapses within ` +
-        `${this.#o.leaseSeconds} s of its last renewal)`;
-      // Refused while running (the first announcement came late, or the lease was lost meanwhile):
-      // this instance must not write either.
-      this.#o.continuity.halt('taken-over', `${refusal}; this agent stopped allocating (then \`warren store accept\`)`);
-      throw new WarrenError('ALREADY_RUNNING', refusal);
     }
   }
 
   #adopt(lease: Lease): void {
+    // Withdrawn while it announced (the agent stopping): the lease is not kept alive past the close.
+    if (this.#announced === undefined) return void lease.revoke().catch(() => undefined);
     const old = this.#lease;
     this.#lease = lease;
     this.#keptAlive = true; // granted just now
@@ -242,26 +251,6 @@ export class EtcdMembership implements Membership {
       }
     });
     if (old !== undefined && old !== lease) old.release();
-  }
-
-  /**
-   * The previous start of this agent on another boot: alive elsewhere (a clone) or dead (a reboot).
-   * Its lease lapses within the lease time if nobody renews it.
-   */
-  async #waitOut(key: string, modRevision: string, holder: NodeRecord | undefined): Promise<void> {
-    const boundMs = this.#o.leaseSeconds * 1000 + 2000;
-    this.#o.notice?.(
-      `this node's announcement is held by ${describeInstance(holder)}, this agent's previous start on ` +
-        `another boot (a reboot, or a machine cloned with this state directory): waiting up to ` +
-        `${Math.ceil(boundMs / 1000)} s for its lease to lapse`,
-    );
-    const wait = this.#o.wait ?? defaultWait;
-    for (let waited = 0; waited < boundMs; waited += 250) {
-      const now = await this.#o.call('read the announcement', () => this.#o.ns.get(key).exec());
-      const kv = now.kvs[0];
-      if (kv === undefined || kv.mod_revision !== modRevision) return;
-      await wait(250);
-    }
   }
 
   /**
