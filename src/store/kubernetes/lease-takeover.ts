@@ -22,7 +22,7 @@
  */
 import type { Clock } from '../../core/clock.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
-import { describeInstance } from '../membership.ts';
+import { describeInstance, goneFromThisBoot } from '../membership.ts';
 import type { NodeRecord } from '../store.ts';
 import { type LeaseView, leaseOf, recordOf } from './lease-objects.ts';
 import { type PingOptions, pingAnnouncement } from './lease-ping.ts';
@@ -134,8 +134,9 @@ export interface TakeoverOptions extends PingOptions {
 
 /**
  * One announcement's rounds against a Lease another holds (lease-membership.ts `#claim`): taken
- * over when it is this instance's own, its previous start's on this boot, held by nobody (vacated),
- * or its previous start's on another boot the Node says is over; that previous start's otherwise
+ * over when it is this instance's own, its previous start's on this boot, any start's made on this
+ * machine and boot whose process is gone (membership.ts `goneFromThisBoot`), held by nobody
+ * (vacated), or its previous start's on another boot the Node says is over; that previous start's otherwise
  * waited out while its lease runs (once); a lapsed one of any other holder, or one renewed later than
  * this node's clock says it is (a clock stepped back), is pinged, and taken over (guarded by the
  * ping's reading) when unanswered; anything else is refused. An announcement made late (`late`:
@@ -173,6 +174,16 @@ export class Takeover {
     // Held by nobody: vacated by a node that found its holder gone (lease-ping.ts).
     if (lease.holder === a.instance || sameBoot || lease.holder === undefined || (previous && this.#rebooted))
       return { kind: 'take', over: lease };
+    // Made on this machine and boot by a process that no longer runs: a state directory put back
+    // from an older copy records an older start, so the Lease's holder is not `previous`. Waited
+    // out and pinged before (the soak: 4 s a start; on the defaults, a crash loop up to the 300 s
+    // lease), as the etcd store never did.
+    if (goneFromThisBoot(holder, a.record)) {
+      const notice =
+        `node ${a.node}'s announcement was held by ${describeInstance(holder)}, made on this machine and boot ` +
+        `by a process that no longer runs (a state directory put back from an older copy?): taking it over`;
+      return { kind: 'take', over: lease, notice };
+    }
     if (previous && !this.#waited) {
       this.#waited = true;
       this.#rebooted = await holderRebooted(this.#o, a.node, a.record.bootId, holder);

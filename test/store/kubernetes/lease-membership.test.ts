@@ -10,6 +10,8 @@
  * is moved while an announcement pings (`driven`).
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readlinkSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ManualClock } from '../../../src/core/clock.ts';
@@ -160,6 +162,44 @@ describe('Lease membership', () => {
     assert.ok(!notices.some((m) => /waiting up to/.test(m)), 'nothing waited out');
     assert.match(notices.join('\n'), /reports this machine's boot/);
     await rebooted.membership.withdraw();
+  });
+
+  /** This machine's start of an agent as its record says: this boot, this pid namespace, `pid`. */
+  const here = (instance: string, pid: number, previous?: string) => ({
+    ...info(instance, 'boot-here', previous),
+    pid,
+    pidNamespace: readlinkSync('/proc/self/ns/pid'),
+  });
+  /** A pid that ran and has exited (reaped): no process has it now. */
+  const exitedPid = (): number =>
+    Number(
+      spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout,
+    );
+
+  it('takes over at once an announcement made on this boot by a process gone, which its file put back does not record', async () => {
+    const notices: string[] = [];
+    const [killed, putBack] = [await tier(), await tier((m) => notices.push(m))];
+    // The file put back records an older start (g-1); the Lease names the start killed since (g-2).
+    await killed.membership.announce('lease-put-back', here('g-2', exitedPid(), 'g-1'));
+    await killed.close(); // killed: no withdrawal
+    const started = clock.monotonic();
+    await putBack.membership.announce('lease-put-back', here('g-3', process.pid, 'g-1'));
+    assert.equal(clock.monotonic(), started, 'no wait: the clock was not moved and the announcement is made');
+    const lease = fake.object('leases', nodeLeaseName('lease-put-back'), NAMESPACE);
+    assert.equal((lease?.spec as Record<string, unknown> | undefined)?.holderIdentity, 'g-3');
+    assert.match(notices.join('\n'), /made on this machine and boot by a process that no longer runs/);
+    await putBack.membership.withdraw();
+  });
+
+  it('refuses one made on this boot by a process that still runs, as any live twin', async () => {
+    const [live, second] = [await tier(), await tier()];
+    await live.membership.announce('lease-live-here', here('l-1', process.ppid));
+    await assert.rejects(second.membership.announce('lease-live-here', here('l-2', process.pid)), (e) => {
+      assert.ok(isWarrenError(e, 'ALREADY_RUNNING'));
+      assert.match(e.message, /agent instance l-1/);
+      return true;
+    });
+    await live.membership.withdraw();
   });
 
   for (const [title, bootID] of [
