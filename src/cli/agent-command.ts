@@ -89,15 +89,16 @@ export async function runAgent(
       resolve(EXIT_FAILED);
     });
   });
-  // Stopped is stopped: should anything still hold the event loop open (the soak on etcd saw a
-  // connection to an etcd member outlive the store's close), the process ends anyway, saying so.
+  // Stopped is stopped: should anything still hold the event loop open, the process ends anyway a
+  // second later, saying what held it. The soak on etcd sees a connection to an etcd member outlive
+  // the store's close after members were killed or etcd restored (TCPSocketWrap: a watch or lease
+  // stream etcd3 leaves open; a unary call has its deadline): one stop in four or five waited 5 s for it.
   const exitAnyway = (exit: number): number => {
     setTimeout(() => {
-      // What held it, by kind (TCPSocketWrap, Timeout, ...): where to look for what a close left open.
       const holding = process.getActiveResourcesInfo();
-      logger.warn({ holding }, 'stopped, but something still held the process open after 5 s: exiting');
+      logger.warn({ holding }, 'stopped, but something still held the process open after 1 s: exiting');
       process.exit(exit);
-    }, 5_000).unref();
+    }, 1_000).unref();
     return exit;
   };
   try {

@@ -226,7 +226,7 @@ export class EtcdMembership implements Membership {
         throw new WarrenError('ALREADY_RUNNING', refusal);
       } catch (error) {
         // A round that failed midway (etcd away) lets go of its lease: none is kept alive unused,
-        // holding the agent's process open after its store closed (seen by the soak: 5 s stops).
+        // nor holding the agent's process open after its store closed (announce-lease.test.ts).
         void lease.revoke().catch(() => undefined);
         throw error;
       }

@@ -1,10 +1,10 @@
 /**
  * The lease of a node's announcement on real etcd (etcd-tier/membership.ts): a lease the
  * announcement granted and could not use is let go, never kept alive unused. Kept alive, such a
- * lease held the agent's process open for up to twice its lifetime after the store closed (its
- * keep-alive retrying every 100 ms): the etcd soak saw one stop in five end on the agent's 5-second
- * exit instead, after etcd members were killed or etcd restored. Each test holds the lease far
- * longer than it waits, so a lease gone is one revoked, not one lapsed.
+ * lease outlived its use for as long as the agent ran, kept its node announced past the agent's stop
+ * (until it lapsed), and after the store closed held the process open for up to twice its lifetime
+ * (its keep-alive retrying every 100 ms: on the old code this file outlived its tests by 30 s). Each
+ * test holds the lease far longer than it waits, so a lease gone is one revoked, not one lapsed.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
