@@ -357,6 +357,7 @@ export const E2E_FILES: readonly string[] = [
   'test/store/etcd-tier/tier.test.ts',
   'test/store/etcd-tier/tasks.test.ts',
   'test/store/etcd-tier/watches.test.ts',
+  'test/soak/soak-node.test.ts',
   'test/soak/short-soak.test.ts',
   'test/soak/short-soak-etcd.test.ts',
   'test/soak/short-soak-kube.test.ts',

@@ -20,7 +20,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { ETCDCTL_BIN, type EtcdCluster, type EtcdMember, restoreMemberData, startEtcd } from '../helpers/etcd.ts';
-import { removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
 import type { ClaimRecord, ClusterHoldings, GrantRecord } from './cluster-holdings.ts';
 
 /** The key prefix every soak agent shares. */
@@ -31,8 +31,12 @@ const enc = encodeURIComponent;
 const ELECTION_UNDER_WAY = /context deadline exceeded|request timed out|leader changed|no leader/;
 /** etcdctl commands that timed out are run again this many times at most, this far apart (ms). */
 const ETCDCTL_TRIES = 5;
-/** Reads through the auditor's client that failed on gRPC are run again this many times at most. */
-const READ_TRIES = 10;
+/**
+ * How long a read through the auditor's client that fails on gRPC is run again: a hang's bound. Ten
+ * tries 1 s apart were not enough on a loaded machine (load 12: the etcd short soak died on
+ * UNAVAILABLE while its members came back).
+ */
+const READ_BOUND_MS = HANG_BOUND_MS;
 const ETCDCTL_AGAIN_MS = 1_000;
 
 function etcdctlEnv(): NodeJS.ProcessEnv {
@@ -146,17 +150,18 @@ export class SoakEtcd {
    * A read through the auditor's client that a member killed or an election under way can fail
    * (the client's connection to the dead member: gRPC UNAVAILABLE, a deadline; or the client's
    * circuit breaker, open for a few seconds after such failures), run again on the others as an
-   * operator's command is; any other error, or READ_TRIES such failures, throws. The soak died on
+   * operator's command is, for up to READ_BOUND_MS; any other error throws. The soak died on
    * an open breaker once (etcd seed 3943, a claim deleted by hand just after members were killed).
    */
   async #reading<T>(read: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
+    const deadline = Date.now() + READ_BOUND_MS;
+    for (;;) {
       try {
         return await read();
       } catch (error) {
         const breaker = (error as { isBrokenCircuitError?: unknown } | undefined)?.isBrokenCircuitError === true;
         const passing = error instanceof Error && (error.name.startsWith('GRPC') || breaker);
-        if (!passing || attempt >= READ_TRIES) throw error;
+        if (!passing || Date.now() >= deadline) throw error;
         await new Promise((resolve) => setTimeout(resolve, ETCDCTL_AGAIN_MS));
       }
     }

@@ -95,6 +95,12 @@ export class SoakNode {
   #full: Array<() => Promise<void>> | undefined;
   /** True from the spawn until the agent answers: a DEL sent then may reach it. */
   #starting = false;
+  /**
+   * True from a stop's SIGTERM to the agent's exit: it still answers what reaches it meanwhile (the
+   * soak, kubernetes seed 3839 step 1515: a DEL sent then, answered by the stopping agent, was taken
+   * for one sent to no agent once starts ran beside the steps, and its release for unexplained).
+   */
+  #stopping = false;
   /** The agents' release lines, read from their logs as they arrive. */
   readonly releaseLog = new AgentReleaseLog();
   /** The DELs sent, by container: when, to which incarnation, and whether an agent could take it. */
@@ -326,7 +332,12 @@ export class SoakNode {
     const agent = this.#agent;
     if (agent === undefined) return;
     this.#ended();
-    await agent.stop();
+    this.#stopping = true;
+    try {
+      await agent.stop();
+    } finally {
+      this.#stopping = false;
+    }
   }
 
   /** A copy of the stopped agent's state directory (database, WAL, journal), as a backup takes it. */
@@ -414,9 +425,10 @@ export class SoakNode {
   async cni(command: 'ADD' | 'DEL', containerID: string, pod: number, uid = `uid-${pod}`): Promise<CniReply> {
     if (command === 'DEL') {
       const sent = this.#dels.get(containerID) ?? [];
-      // While it starts, the agent it may reach is the next incarnation (start counts it on success).
-      const incarnation = this.#starting ? this.#incarnation + 1 : this.#incarnation;
-      sent.push({ at: Date.now(), incarnation, reachable: this.isUp || this.#starting });
+      // While it starts, the agent it may reach is the next incarnation (start counts it on success);
+      // while it stops, the one stopping (its end was counted at the SIGTERM).
+      const incarnation = this.#incarnation + (this.#starting ? 1 : this.#stopping ? -1 : 0);
+      sent.push({ at: Date.now(), incarnation, reachable: this.isUp || this.#starting || this.#stopping });
       this.#dels.set(containerID, sent);
     }
     this.#calls += 1;
