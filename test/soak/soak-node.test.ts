@@ -2,8 +2,8 @@
  * The soak's node (soak-node.ts) with a real agent on its own SQLite file: what it records of the
  * DELs it sends, which the auditor's explanations stand on (`witness.delSent`). A DEL sent while the
  * agent stops (SIGTERM sent, not exited) may be answered by that agent: it counts as one an agent
- * could take, by the stopping incarnation (kubernetes seed 3839 step 1515: with a node's restart run
- * beside the steps, such a DEL's release was reported unexplained).
+ * could take, by the stopping incarnation (kubernetes seed 3839 step 1515, in a trial that ran a
+ * node's restart beside the steps after it: such a DEL's release was reported unexplained).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

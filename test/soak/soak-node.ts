@@ -96,9 +96,9 @@ export class SoakNode {
   /** True from the spawn until the agent answers: a DEL sent then may reach it. */
   #starting = false;
   /**
-   * True from a stop's SIGTERM to the agent's exit: it still answers what reaches it meanwhile (the
-   * soak, kubernetes seed 3839 step 1515: a DEL sent then, answered by the stopping agent, was taken
-   * for one sent to no agent once starts ran beside the steps, and its release for unexplained).
+   * True from a stop's SIGTERM to the agent's exit: it still answers what reaches it meanwhile. A DEL
+   * sent then was taken for one sent to no agent, and its release, by the stopping agent, for
+   * unexplained (kubernetes seed 3839 step 1515, with a node's restart run beside the steps).
    */
   #stopping = false;
   /** The agents' release lines, read from their logs as they arrive. */

@@ -73,16 +73,6 @@ const POLL_MS = 100;
 const CLUSTER_AUDIT_MS = 1_000;
 const DEL_TRIES = 5;
 const PROGRESS_STEPS = 1_000;
-/** The faults that touch their node alone: a start under way elsewhere goes on beside them. */
-const NODE_ALONE: ReadonlySet<Step['kind']> = new Set([
-  'kill',
-  'start',
-  'restart',
-  'copy-state',
-  'clock-step',
-  'disk-full',
-  'disk-freed',
-]);
 /** How long past the release bound a lost node's return waits for its forget to be done (ms). */
 const RETURN_WAIT_MS = 20_000;
 
@@ -96,9 +86,6 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   let auditor: Auditor | undefined;
   let poller: NodeJS.Timeout | undefined;
   const inFlight = new Set<Promise<void>>();
-  /** Each node's starts under way, run beside the steps after them (`startBeside`). */
-  const starting = new Map<number, Promise<void>>();
-  let startFailed: unknown;
   const podChains = new Map<number, Promise<void>>();
   let stepsRun = 0;
   let store: SoakStore | undefined;
@@ -242,7 +229,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           );
           count(counts.faults, 'agent exited by itself (a defect), started again');
         }
-        if (node.wanted && !node.isUp) startBeside(node, () => node.start());
+        if (node.wanted && !node.isUp) await node.start();
       }
     };
 
@@ -427,35 +414,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       log: (line: string) => o.log?.(line),
     };
 
-    /**
-     * A node's start (or restart) runs beside the steps after it, as a node's agent comes up while
-     * its neighbours go on working, until a step needs that node (another fault of its own) or the
-     * whole cluster (a store fault, a state put back, a node lost, forgotten or back): that step
-     * waits for it, and throws what a start failed with. A start waited for every step (before) made
-     * half of a cluster plan's time the agents' starts: a start on a state directory put back waits
-     * out the previous instance's Lease and its ping (BENCHMARKS.md, "part ten").
-     */
-    const startBeside = (node: SoakNode, start: () => Promise<void>): void => {
-      const after = (starting.get(node.index) ?? Promise.resolve()).then(start).catch((error: unknown) => {
-        startFailed ??= error;
-      });
-      starting.set(node.index, after);
-    };
-    /** Waits for `node`'s starts under way (every node's when none is named). */
-    const started = async (node?: SoakNode): Promise<void> => {
-      await (node === undefined ? Promise.all(starting.values()) : starting.get(node.index));
-      if (startFailed !== undefined) throw startFailed;
-    };
-
     const fault = async (step: Step): Promise<void> => {
       if (step.kind === 'store') {
-        await started();
         await clusterAudit; // never a look at the cluster during its fault
         return theStore.runStep(step, storeContext);
       }
       if (isOperation(step)) throw new Error(`not a fault: ${describeStep(step)}`);
       const node = nodes[step.node] as SoakNode;
-      await started(NODE_ALONE.has(step.kind) ? node : undefined);
       switch (step.kind) {
         case 'kill':
           // A seeded moment, not a wait for an event: the fault lands wherever the calls then are.
@@ -463,12 +428,10 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           if (node.callsInFlight > 0) count(counts.faults, 'kill with its CNI calls in flight');
           return node.kill();
         case 'start':
-          return startBeside(node, () => node.start());
+          return node.start();
         case 'restart':
-          return startBeside(node, async () => {
-            await node.stop();
-            await node.start();
-          });
+          await node.stop();
+          return node.start();
         case 'copy-state':
           node.copyState();
           return;
@@ -524,7 +487,6 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       audit.check();
       if (Date.now() - clusterAuditAt >= CLUSTER_AUDIT_MS) await auditCluster();
     }
-    await started();
     await settle();
     audit.step = stepsRun;
     for (const node of nodes) await node.start();
@@ -551,7 +513,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     if (poller !== undefined) clearInterval(poller);
     watching = false;
     await Promise.allSettled([...forgetWatches]);
-    await Promise.allSettled([...inFlight, ...starting.values()]);
+    await Promise.allSettled([...inFlight]);
     for (const node of nodes) await node.close();
     await clusterAudit.catch(() => {});
     await store?.close();
