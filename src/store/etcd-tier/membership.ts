@@ -227,7 +227,7 @@ export class EtcdMembership implements Membership {
       } catch (error) {
         // A round that failed midway (etcd away) lets go of its lease: none is kept alive unused,
         // nor holding the agent's process open after its store closed (announce-lease.test.ts).
-        void lease.revoke().catch(() => undefined);
+        if (!lease.revoked()) void lease.revoke().catch(() => undefined);
         throw error;
       }
     }
