@@ -340,6 +340,36 @@ describe('the soak auditor', () => {
     assert.deepEqual(auditor.violations, []);
   });
 
+  it('never judges a release late from a put-back its record was not written back at, once nothing held it', () => {
+    // etcd seed 3943, step 17053: node 1's file put back while a restored publication still named a
+    // sandbox gone long before; its agent kept the file's newer word and gave the block back; the node's
+    // directory deleted 23 s later, the store naming it no more; a restore of etcd brought the
+    // publication back, and a start wrote it back and released it at once: judged 48.6 s late.
+    const truth = new GroundTruth();
+    const n = witnessed(0, {});
+    const auditor = new Auditor([n], truth, 10_000);
+    const s = truth.newSandbox(0, 0);
+    truth.markLive(s, '10.0.0.8');
+    const now = Date.now();
+    truth.markGone(s, 'netns', now - 120_000);
+    s.releasedAt = now - 119_000;
+    truth.followPutBack(0, new Set(), new Set([s.id]), now - 50_000); // the copy put back: owed again
+    assert.equal(s.returning, true);
+    auditor.check();
+    assert.equal(s.releasedAt, undefined, 'not released before it came back');
+    truth.followPutBack(0, new Set(), new Set(), now - 27_000); // deleted: neither file nor store holds it
+    n.told.log.read(
+      3,
+      JSON.stringify({ msg: 'released: network namespace is gone', containerID: s.id, addresses: [s.address] }),
+      now,
+    ); // written back from the restored publication and released at the start after
+    auditor.check();
+    auditor.final();
+    assert.deepEqual(auditor.violations, []);
+    assert.equal(auditor.latencyOf(s), undefined);
+    assert.deepEqual([s.returning, s.lostWithDisk, s.releasedAt], [undefined, true, now - 27_000]);
+  });
+
   it('takes a release observed across a kill -9 of its agent as committed before its line could be written', () => {
     const { n, auditor } = sweptOnce();
     n.told.kills.push(Date.now());

@@ -256,24 +256,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       else node.restoreState();
       const copy = wipe ? new Map<string, string>() : readRecords(node.database);
       if (copy === undefined) throw new Error(`${node.name}: the restored file cannot be read`);
-      const now = Date.now();
-      for (const s of truth.on(node.index)) {
-        const comesBack = copy.has(s.id) || outside.has(s.id);
-        if (s.state === 'live' && !copy.has(s.id) && outside.has(s.id)) {
-          s.returning = true; // its record is written back at the agent's start
-        } else if (s.state === 'live' && !comesBack) {
-          // ADDed after the copy: the restored file never held it, and nothing else knows it (on a
-          // cluster store: not published yet). The node's runtime tears it down (as a node
-          // rebooted onto an old disk).
-          truth.markGone(s, 'restored', now);
-          s.lostWithDisk = true;
-          s.releasedAt = now;
-          node.removeNetns(s.id);
-        } else if (s.state === 'gone' && comesBack) {
-          truth.markGone(s, 'restored', now); // its record is back: to be released again
-          if (!copy.has(s.id)) s.returning = true; // once the agent wrote it back from the store
-        }
-      }
+      for (const s of truth.followPutBack(node.index, new Set(copy.keys()), outside, Date.now()))
+        node.removeNetns(s.id);
     };
 
     const lostOutsideFiles = (kept: (node: SoakNode) => ReadonlySet<string>): void => {
