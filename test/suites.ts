@@ -255,6 +255,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/soak/agent-log.test.ts',
   'test/soak/auditor.test.ts',
   'test/soak/cluster-holdings.test.ts',
+  'test/soak/etcd-soak-cluster.test.ts',
   'test/soak/event-losses.test.ts',
   'test/soak/lost-node.test.ts',
   'test/soak/plan.test.ts',

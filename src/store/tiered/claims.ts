@@ -22,6 +22,9 @@
  *   out of use, so it never wedges a range;
  * - a block in a handover (tiered/handover.ts: offered by this node, or taken by it and not yet
  *   recorded in its file) is held but not `holds`: nothing is handed out in it here;
+ * - after the cluster's data went back under this process (`rebase`, at the operator's accept) no
+ *   claim cached before `holds` until a listing started since has judged it: their versions are of
+ *   a history the cluster no longer has, which a watch's version may never pass again;
  * - a claim's version is refreshed at each check (publishing moves it), and `current` reads the
  *   record again before a give-back, so an unclaim never acts on a stale version of its own claim
  *   and never on another node's record (the uid must match).
@@ -61,6 +64,8 @@ export class TieredClaims {
   #checked: readonly BlockClaim[] = [];
   /** The watch of this node's claims, from `watch` (the store's start) on. */
   #watch: ClusterWatch<ClaimsSeen> | undefined;
+  /** The stamp of the last `rebase`, until a listing started after it has judged the claims. */
+  #rebased: number | undefined;
 
   constructor(tier: ClusterTier, node: string) {
     this.#tier = tier;
@@ -145,7 +150,24 @@ export class TieredClaims {
    * its file: tiered/handover.ts).
    */
   holds(key: string): boolean {
-    return this.#claims.has(key) && !this.handingOver(key);
+    return this.#claims.has(key) && !this.handingOver(key) && !this.#unjudged(key);
+  }
+
+  /**
+   * The cluster's data went back (restored from an older copy, or lost) while this process cached
+   * its claims, and the operator accepts it as it is: the versions cached are of the history
+   * before, so a watch's version says nothing of them (one restored below them may not pass them
+   * for long: found by the soak, kubernetes seed 3839 step 5695, where a node handed out an address
+   * in a block whose claim the restore took and another node then claimed). Until the next check
+   * lists, no claim cached before now `holds`; one recorded from now on (claimed again) does.
+   */
+  rebase(): void {
+    this.#rebased = this.listingStarts();
+  }
+
+  /** Cached before the last `rebase`, and not judged by a listing since. */
+  #unjudged(key: string): boolean {
+    return this.#rebased !== undefined && !this.#newerThan(key, this.#rebased);
   }
 
   /** Whether block `key` is in a handover: offered (or about to be) by this node, or taken and not yet recorded. */
@@ -166,9 +188,13 @@ export class TieredClaims {
     return this.holds(key);
   }
 
-  /** Whether the claim of `key` vanished (or was taken) while this node held it, and is not held again. */
+  /**
+   * Whether the claim of `key` vanished (or was taken) while this node held it, and is not held
+   * again; or may have: cached before a `rebase` and not judged since (nothing is handed out in it,
+   * nor is the block placed, and the file keeps it as its own).
+   */
   vanished(key: string): boolean {
-    return this.#lost.has(key);
+    return this.#lost.has(key) || (this.#claims.has(key) && this.#unjudged(key));
   }
 
   /** The claims lost and not held again: what the check tries to re-create. */
@@ -267,7 +293,7 @@ export class TieredClaims {
    */
   async check(): Promise<BlockClaim[]> {
     this.#refused.clear(); // looked at again by the next claim of each
-    const seen = this.#watch?.seen();
+    const seen = this.#rebased === undefined ? this.#watch?.seen() : undefined; // after a rebase: a listing
     if (seen !== undefined) {
       // The watch has every change up to its version: a claim at a later version it may not show yet.
       const shows = (claim: BlockClaim) => Number(claim.version) <= seen.version;
@@ -279,7 +305,9 @@ export class TieredClaims {
     this.#checked = listed;
     const now = new Map(listed.map((c) => [c.key, c]));
     // Recorded after the listing started: the listing cannot show it, and says nothing of it.
-    return this.#judge(now, (key) => !this.#newerThan(key, started));
+    const gone = this.#judge(now, (key) => !this.#newerThan(key, started));
+    if (this.#rebased !== undefined && this.#rebased < started) this.#rebased = undefined;
+    return gone;
   }
 
   /** The cached claims against `now`, each judged only where `tells` says `now` can show it. */

@@ -3,7 +3,9 @@
  * file and claims add to it.
  * - `keepRecovery` is told why a range of this node is halted on a block another node holds
  *   (tiered/reclaim.ts), so the node joins a recovery under way (recovery.ts `joinRecovery`);
- * - `accept` (`warren store accept`) also lifts what the file check withheld and releases the
+ * - `accept` (`warren store accept`) of a halted node first has its cached claims judged again by
+ *   a listing before any of them serves an ADD (claims.ts `rebase`: the store's data went back, so
+ *   their versions are of a history it no longer has); it also lifts what the file check withheld and releases the
  *   announced placeholders (tiered/file-check.ts), has every block published anew (tiered/
  *   publisher.ts `accepted`), then checks this node's claims at once: the
  *   blocks it claimed again are held again before the next `keepRecovery`, which would otherwise
@@ -17,7 +19,7 @@ import type { TieredPublisher } from './publisher.ts';
 /** `membership` with the publisher's part of an accept, the claims' halts and a claim check after an accept. */
 export function storeMembership(
   membership: Membership,
-  claims: Pick<TieredClaims, 'halts'>,
+  claims: Pick<TieredClaims, 'halts' | 'rebase'>,
   publisher: Pick<TieredPublisher, 'accepted'>,
   chores: Pick<TieredChores, 'check'>,
 ): Membership {
@@ -25,6 +27,7 @@ export function storeMembership(
     announce: (node, info) => membership.announce(node, info),
     halted: () => membership.halted(),
     async accept(): Promise<AcceptReport> {
+      if (membership.halted() !== undefined) claims.rebase();
       const report = await membership.accept();
       await publisher.accepted();
       await chores.check();

@@ -20,6 +20,7 @@ import { RANGE_LABEL, blockName, labelValue } from '../../../src/store/kubernete
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { Store } from '../../../src/store/store.ts';
 import { TieredStore } from '../../../src/store/tiered/store.ts';
+import { claimAgain } from '../../../src/store/tiered/claim-again.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { tempDir, waitFor } from '../../helpers/processes.ts';
 import { storeConformance } from '../conformance.ts';
@@ -45,7 +46,9 @@ async function tiered(
     clock,
     ...(o.maxAnswerBytes === undefined ? {} : { maxAnswerBytes: o.maxAnswerBytes }),
   });
-  const store = new TieredStore({ local: new SqliteStore({ path }), tier, node, clock });
+  const local = new SqliteStore({ path });
+  const store = new TieredStore({ local, tier, node, clock });
+  tier.onAccept((accepting) => claimAgain(store, local, tier, accepting)); // as the agent wires it (store-kind.ts)
   paths.set(store, path);
   return store;
 }
@@ -202,6 +205,54 @@ describe('TieredStore on the Kubernetes tier, in a recovery', () => {
         | { recovery?: { pending?: string[] } }
         | undefined;
       assert.deepEqual(spec?.recovery?.pending, ['kube-rec-n1', 'kube-rec-n2'], 'written to the API server');
+    } finally {
+      await n2.close();
+      await n1.close();
+      await fake.stop();
+    }
+  });
+});
+
+describe('TieredStore on the Kubernetes tier, its API server gone back', () => {
+  it('hands out nothing in a block another node holds after a restore, once the operator accepted (soak, kubernetes seed 3839 step 5695)', async () => {
+    // The soak: node 2 claimed a block a forget had freed; the API server was restored from a snapshot
+    // taken before, where node 0 held it; node 2's accept could not claim it again, but its cache kept
+    // its claim (at a version of the history before, above any the restored server had reached), and
+    // it handed out .4 there, which node 0, holding the block again, handed out too.
+    const fake = await startFakeKubeApi({ crds: 'deploy' });
+    const n1 = await tiered('kube-back-n1', undefined, { fake });
+    const n2 = await tiered('kube-back-n2', undefined, { fake });
+    try {
+      const membership = n1.cluster.membership;
+      await membership.announce('kube-back-n1', { since: 1, version: 'test', instance: 'i-back' });
+      const r = rangesOf({ range: '10.35.0.0/28', block_size: 28, network_name: 'tiered-kube-back' }); // one block
+      const [held] = await new Allocator({ store: n2, clock, node: 'kube-back-n2', blocks: true }).allocate({
+        owner: owner('back-x'),
+        ranges: r,
+      });
+      const key = held?.allocation.pool ?? '';
+      await n2.flush();
+      const snapshot = fake.snapshot(); // n2 holds the block, its publication names back-x
+      // Then given back with its publication (n2 forgotten, say): the block is free for n1.
+      assert.ok(fake.deleteObject('warrenblocks', blockName(key)));
+      assert.ok(fake.deleteObject('warrenblockpublications', blockName(key)));
+      for (let i = 0; i < 100; i++) fake.createNamespace(`back-pad-${i}`); // writes the restore takes back
+      n1.start();
+      const allocator = new Allocator({ store: n1, clock, node: 'kube-back-n1', blocks: true });
+      const [first] = await allocator.allocate({ owner: owner('back-a'), ranges: r });
+      assert.equal(first?.allocation.pool, key, 'n1 claimed the block nobody held');
+      fake.restoreSnapshot(snapshot); // n2's claim back, n1's gone, the resourceVersion a hundred writes back
+      await waitFor('n1 to halt', () => membership.halted() ?? void clock.advance(1000));
+      const report = await membership.accept();
+      assert.ok(
+        report.conflicts.some((c) => c.startsWith(`block ${key} was not claimed again`)),
+        report.conflicts.join('\n'),
+      );
+      const next = await allocator.allocate({ owner: owner('back-b'), ranges: r }).then(
+        ([a]) => `handed out ${a?.allocation.address} in ${a?.allocation.pool}`,
+        (error: unknown) => String(error),
+      );
+      assert.match(next, new RegExp(`allocation in range ${rangePoolOfKey(key).replaceAll('.', '\\.')} is halted`));
     } finally {
       await n2.close();
       await n1.close();
