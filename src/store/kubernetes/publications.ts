@@ -11,11 +11,15 @@
  *   gone or changed: `publish` throws when the block's object is gone or another node's;
  * - only the block's owner writes it; a forgotten node's publications are deleted with its claims,
  *   so its next write finds its publication gone, reads the claim and stops;
- * - `unpublish` (after a claim was removed) deletes the publication this tier wrote, by its uid (one
- *   request), else the one found if it names the claim's node (a read, then a delete; a read alone
- *   when there is none): one claimed again since by another node is never deleted. A failure to
- *   delete is told (`notice`), not thrown: the claim is gone already, and the next owner's first
- *   write replaces what was left behind;
+ * - `unpublish` (after a claim was removed) deletes the publication this tier wrote, by its uid and
+ *   resourceVersion while no one wrote it since (one request), else the one found if it names the
+ *   claim's node (a read, then a delete at its version; a read alone when there is none): one
+ *   claimed again since by another node is never deleted, though its owner took the object over in
+ *   place, keeping the uid (found by the soak, kubernetes seed 3839 step 27685: a node giving back a
+ *   claim edited to name it deleted the publication of the node whose claim it had been, which then
+ *   could not keep a third from claiming the block and handing out an address its container held).
+ *   A failure to delete is told (`notice`), not thrown: the claim is gone already, and the next
+ *   owner's first write replaces what was left behind;
  * - a publication is kept within the object size limit (objects.ts);
  * - a loan ledger's publication (`loan`, labelled `warren.dev/loan`) names no claim, so none is read:
  *   the address's latest borrower replaces whatever was published under its key; `withdraw`
@@ -120,20 +124,18 @@ export class KubePublications {
 
   /** Deletes the publication of a claim just removed (see the header). */
   async unpublish(claim: BlockClaim): Promise<void> {
-    const { publications } = this.#o;
-    const name = blockName(claim.key);
     const seen = this.#seen.get(claim.key);
     this.#seen.delete(claim.key);
     try {
-      let uid = seen?.node === claim.node ? seen.uid : undefined;
-      if (uid === undefined) {
-        const found = await publications.get(`read the allocations of block ${claim.key}`, name);
-        const published = publishedOf(found);
-        if (published === undefined || published.key !== claim.key || published.node !== claim.node) return;
-        uid = metaOf(found)?.uid;
-        if (uid === undefined) return;
+      if (seen?.node === claim.node) {
+        const done = await this.#o.publications.remove(
+          `remove the allocations of block ${claim.key}`,
+          blockName(claim.key),
+          { uid: seen.uid, resourceVersion: seen.version },
+        );
+        if (done !== 'conflict') return;
       }
-      await publications.remove(`remove the allocations of block ${claim.key}`, name, { uid });
+      await this.withdraw(claim.key, claim.node); // written since (by another owner, maybe): read, and judged
     } catch (error) {
       this.#o.notice?.(`block ${claim.key} was given back; its published allocations stay: ${messageOf(error)}`);
     }

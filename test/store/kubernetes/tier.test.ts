@@ -256,6 +256,47 @@ describe('KubeTier', () => {
     assert.equal((await t.published({ pool: r.pool })).items.length, 0);
   });
 
+  it("never deletes another node's publication when it gives back a claim edited to name it (soak, kubernetes seed 3839 step 27685)", async () => {
+    // n1 published the block and lost its claim (deleted by hand); n2 claimed it and took the publication
+    // over in place (its uid kept); the claim was edited to name n1, which gave it back. n1's give-back
+    // deleted n2's publication by the uid n1 had written: a third node could then claim the block, its
+    // publication gone, and hand out an address n2's container held.
+    const [t1, t2] = [await tier(), await tier()];
+    const r = range();
+    await t1.pinRange(r);
+    await t2.pinRange(r);
+    const key = blockKey(r.pool, '10.9.0.48/28');
+    const base = { key, counts: { allocated: 1, resting: 0 }, publishedAt: 1 };
+    assert.ok(await t1.claim(r, key, 'n1'));
+    await t1.publish({ ...base, node: 'n1', allocations: [] });
+    assert.ok(fake.deleteObject('warrenblocks', blockName(key)));
+    assert.ok(await t2.claim(r, key, 'n2'));
+    const held = {
+      address: '10.9.0.49',
+      containerID: 'c-n2',
+      ifname: 'eth0',
+      network: 'kube-tier',
+      pool: key,
+      node: 'n2',
+      createdAt: 1,
+    };
+    await t2.publish({ ...base, node: 'n2', allocations: [held] });
+    assert.ok(
+      fake.editObject('warrenblocks', blockName(key), (o) => {
+        (o.spec as Record<string, unknown>).node = 'n1';
+      }),
+    );
+    const edited = await t1.claimOf(key);
+    assert.equal(edited?.node, 'n1');
+    assert.equal(await t1.unclaim(edited as NonNullable<typeof edited>), 'released');
+    const left = await t2.publicationOf(key);
+    assert.equal(left?.node, 'n2', "n2's publication stands");
+    assert.deepEqual(
+      left?.allocations.map((a) => a.address),
+      ['10.9.0.49'],
+    );
+  });
+
   it('answers TRY_AGAIN naming the API server while it is away', async () => {
     const t = await tier();
     const r = range();
