@@ -442,11 +442,8 @@ export class Auditor {
     // Kept by the store, but never written back to its node's file (the file knew better: newer than
     // the publication that still named it): its node never held it again, so nothing is left to release.
     for (const s of this.#truth.all())
-      if (s.state === 'gone' && s.returning === true && s.releasedAt === undefined) {
-        delete s.returning;
-        s.lostWithDisk = true;
-        s.releasedAt = Date.now();
-      }
+      if (s.state === 'gone' && s.returning === true && s.releasedAt === undefined)
+        this.#truth.nothingLeft(s, Date.now());
     for (const s of this.unreleased())
       this.#violation(`unreleased ${s.id}`, `sandbox ${s.id} (gone by ${s.source}) still held at the end`);
     for (const s of this.#truth.all())

@@ -267,17 +267,11 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         const still = kept(node);
         for (const s of truth.on(node.index)) {
           if (s.returning !== true || file.has(s.id) || still.has(s.id)) continue;
-          if (s.state === 'gone') {
-            delete s.returning; // never written back: nothing of it is left to release
-            s.lostWithDisk = true;
-            s.releasedAt = now;
-            continue;
-          }
-          if (s.state !== 'live') continue;
-          truth.markGone(s, 'restored', now);
-          s.lostWithDisk = true;
-          s.releasedAt = now;
-          node.removeNetns(s.id);
+          if (s.state !== 'gone' && s.state !== 'live') continue;
+          const live = s.state === 'live';
+          truth.nothingLeft(s, now); // never written back: nothing of it is left to release
+          if (!live) continue;
+          node.removeNetns(s.id); // live: its runtime tears it down
           count(counts.faults, 'sandbox lost with its file and the store (torn down)');
         }
       }
@@ -379,10 +373,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         if (published.has(s.id)) {
           truth.markGone(s, 'restored', now);
           s.returning = true;
-        } else {
-          s.lostWithDisk = true;
-          s.releasedAt = now;
-        }
+        } else truth.nothingLeft(s, now);
       }
     };
 
