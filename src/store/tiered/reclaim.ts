@@ -7,6 +7,8 @@
  * - a block in which this node's store holds addresses is claimed again under its own name (the
  *   tier's create-by-name: of this node and any other claimer, exactly one wins), so no other node
  *   takes it and hands its addresses out a second time; and published again (`republish`);
+ * - a claim that stands for this node again (handed back by the node it was edited to name:
+ *   tiered/stray-claims.ts) is held again, as it stands;
  * - if another node's record stands there already, the block's whole range is halted on this node
  *   (TieredClaims.halted: ADD in it answers TRY_AGAIN naming why, and the store's ping fails so
  *   readiness and status say it): two nodes believe they hold one block, and only an operator can

@@ -21,12 +21,23 @@
  *   edited to name this node, took that claim for its own and handed out the other node's addresses
  *   (found by the soak, kubernetes seed 3839 step 1819).
  *
- * Guarantees: only a claim of exactly this record (uid, version) is removed, never one written since
- * (ClusterTier.unclaim); each give-back is told once, naming the block and why it is judged so.
- * tiered/ranges.ts lists such a claim as nobody's to hand out from while it stands.
+ * Where another node's publication of the block says it may be in use (tiered/claim-guard.ts: it lists
+ * allocations, or its agent is alive), the claim is handed back to that node, never removed: removing it
+ * left the block to whoever claimed first, and the owner's publication was then all that kept its
+ * addresses from a claimer. Found by the soak (kubernetes seed 3839 step 18,423): an edit moved node 0's
+ * claim to node 2, which gave it back; node 0's publication was then deleted by hand, and before node 0
+ * claimed the block again node 2, restarted, found it claimed and published by nobody, claimed it and
+ * handed out node 0's `.8`. Handed back, the claim never leaves its owner's name for long: the owner's
+ * claim check finds it standing for it again (tiered/reclaim.ts), which also ends the halt it was in.
+ *
+ * Guarantees: only a claim of exactly this record (uid, version) is removed or moved, never one written
+ * since (ClusterTier.unclaim, ClusterTier.moveClaim); each give-back is told once, naming the block,
+ * why it is judged so and where the claim went. tiered/ranges.ts lists such a claim as nobody's to
+ * hand out from while it stands.
  */
 import type { BlockClaim, ClusterTier, PublishedBlock, UnclaimResult } from './cluster-tier.ts';
 import type { LedgerSnapshot, Store } from '../store.ts';
+import { claimRefusal } from './claim-guard.ts';
 
 /**
  * Block `key` as `node`'s file holds it when the file does not record claiming it (or recorded
@@ -52,8 +63,9 @@ export function madeAnother(local: Store, key: string, uid: string): boolean {
 }
 
 /**
- * Gives `claim` (this node's in the cluster, not in its file, `file` its block there) back, unused:
- * the outcome of the give-back (`changed` or `gone`: judged again at the next look, never used either).
+ * Gives `claim` (this node's in the cluster, not in its file, `file` its block there) back, unused (to
+ * the node whose publication says it may be in use, if any): the outcome of the give-back (`changed`
+ * or `gone`: judged again at the next look, never used either).
  * A file that recorded claiming the block by another record (`madeAnother`) gives it up as well: that
  * claim is gone from the cluster, and the block, empty here, is left to it.
  */
@@ -65,24 +77,38 @@ export async function giveBackUnrecorded(
   notice: ((message: string) => void) | undefined,
 ): Promise<UnclaimResult> {
   const node = claim.node;
-  // Read only to say why: the claim goes back whatever it shows.
+  // Read to say why, and to whom the claim goes back: it leaves this node whatever it shows.
   const published = await tier.publicationOf(claim.key);
   const other = published !== undefined && published.node !== node && published.loan !== true;
   const why = other
     ? `while node ${published.node} published it (an object edited by hand?)`
     : (resurrected(published, node, file) ??
       "claimed just before its agent stopped, or brought back by a restore of the cluster's data");
-  const outcome = await tier.unclaim(claim);
+  // The owner's publication says its containers may hold addresses there: the claim is the owner's.
+  const owner = other ? (await claimRefusal(tier, claim.key, node, { published }))?.owner : undefined;
+  const outcome = owner === undefined ? await tier.unclaim(claim) : await handBack(tier, claim, owner);
   // Conflict: the file moved meanwhile (judged again at the next look, the claim gone by then).
   if (file.affinity === node && outcome !== 'changed')
     await local.commit(claim.key, file.revision, [{ op: 'unclaim' }]).catch(() => undefined);
   if (outcome === 'gone') return outcome; // given back already (the file check and a check of the keeper both saw it)
-  const done = outcome === 'released' ? 'given back' : `not given back (the claim ${outcome})`;
+  const back =
+    owner === undefined ? 'given back' : `given back to node ${owner}, whose containers may hold its addresses`;
+  const done = outcome === 'released' ? back : `not given back (the claim ${outcome})`;
   notice?.(
     `block ${claim.key} is claimed for node ${node} in ${tier.description}, which never recorded claiming it ` +
       `and holds nothing in it, ${why}: ${done}, never used`,
   );
   return outcome;
+}
+
+/**
+ * Moves `claim` to `owner` (ClusterTier.moveClaim), if it is still exactly `claim`: `released` once it
+ * names the owner, else `changed` or `gone`. A tier that cannot move a claim removes it (`unclaim`).
+ */
+async function handBack(tier: ClusterTier, claim: BlockClaim, owner: string): Promise<UnclaimResult> {
+  if (tier.moveClaim === undefined) return tier.unclaim(claim);
+  if ((await tier.moveClaim(claim, { node: owner })) !== undefined) return 'released';
+  return (await tier.claimOf(claim.key)) === undefined ? 'gone' : 'changed';
 }
 
 /** Why `node`'s claim is older than its file's view of the block (`published`: its publication); undefined if not. */

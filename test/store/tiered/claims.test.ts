@@ -389,7 +389,7 @@ describe('TieredStore: a claim edited by hand to name another node (issue 38)', 
     assert.equal((await c.tier.claimOf(key))?.node, 'n1', 'its owner claims it again');
   });
 
-  it('gives such a claim back at its start, never recording it as its own', async () => {
+  it('gives such a claim back to its owner at its start, never recording it as its own', async () => {
     const c = cluster(['n1', 'n2']);
     const [n1] = c.nodes;
     assert.ok(n1);
@@ -403,8 +403,23 @@ describe('TieredStore: a claim edited by hand to name another node (issue 38)', 
       const [theirs] = await n2.allocator.allocate({ owner: owner(id), ranges: r });
       assert.notEqual(theirs?.allocation.pool, key, `${theirs?.allocation.address} is not in n1's block`);
     }
-    assert.equal(await c.tier.claimOf(key), undefined, 'given back');
+    assert.equal((await c.tier.claimOf(key))?.node, 'n1', 'given back to n1, whose publication lists its addresses');
     assert.notEqual((await n2.store.ledgers()).find((p) => p.ledger === key)?.affinity, 'n2', 'never recorded');
+  });
+
+  it('gives such a claim back to the cluster when its owner published nothing in use and its agent is gone', async () => {
+    const c = cluster(['n1', 'n2'], { publishAhead: 0 }); // announcing none it hands out next
+    const [n1, n2] = c.nodes;
+    assert.ok(n1 && n2);
+    const r = rangesOf({ range: '10.55.0.0/24', block_size: 28 });
+    const [held] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = held?.allocation.pool ?? '';
+    await n1.allocator.release(owner('a'));
+    await n1.store.flush(); // its publication lists nothing; no agent of n1 announced
+    await n2.allocator.allocate({ owner: owner('first'), ranges: rangesOf({ range: '10.56.0.0/28', block_size: 28 }) });
+    await editClaim(c, key, 'n2');
+    await n2.store.check();
+    assert.equal(await c.tier.claimOf(key), undefined, 'given back to the cluster, never to a node gone');
   });
 
   /**

@@ -16,7 +16,7 @@ import { KubeApiClient } from '../../../src/store/kubernetes/api-client.ts';
 import { rangePoolOfKey } from '../../../src/ipam/blocks.ts';
 import { publishedOf } from '../../../src/store/kubernetes/objects.ts';
 import { openKubeTier } from '../../../src/store/kubernetes/tier.ts';
-import { RANGE_LABEL, blockName, labelValue } from '../../../src/store/kubernetes/names.ts';
+import { NODE_LABEL, RANGE_LABEL, blockName, labelValue } from '../../../src/store/kubernetes/names.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { Store } from '../../../src/store/store.ts';
 import { TieredStore } from '../../../src/store/tiered/store.ts';
@@ -34,7 +34,7 @@ const BLOCKS = '/apis/warren.dev/v1alpha1/warrenblocks';
 async function tiered(
   node: string,
   path = join(tempDir(), 'warren.db'),
-  o: { fake?: FakeKubeApi; maxAnswerBytes?: number } = {},
+  o: { fake?: FakeKubeApi; maxAnswerBytes?: number; notice?: (message: string) => void } = {},
 ): Promise<TieredStore> {
   const fake = o.fake ?? (await fakeReady);
   const kubeConfig = new KubeConfig();
@@ -47,7 +47,7 @@ async function tiered(
     ...(o.maxAnswerBytes === undefined ? {} : { maxAnswerBytes: o.maxAnswerBytes }),
   });
   const local = new SqliteStore({ path });
-  const store = new TieredStore({ local, tier, node, clock });
+  const store = new TieredStore({ local, tier, node, clock, ...(o.notice === undefined ? {} : { notice: o.notice }) });
   tier.onAccept((accepting) => claimAgain(store, local, tier, accepting)); // as the agent wires it (store-kind.ts)
   paths.set(store, path);
   return store;
@@ -253,6 +253,55 @@ describe('TieredStore on the Kubernetes tier, its API server gone back', () => {
         (error: unknown) => String(error),
       );
       assert.match(next, new RegExp(`allocation in range ${rangePoolOfKey(key).replaceAll('.', '\\.')} is halted`));
+    } finally {
+      await n2.close();
+      await n1.close();
+      await fake.stop();
+    }
+  });
+});
+
+describe('TieredStore on the Kubernetes tier, a WarrenBlock edited by hand', () => {
+  it("never hands out another node's addresses after it gives back a claim edited to name it and the owner's publication is deleted (soak, kubernetes seed 3839 step 18423)", async () => {
+    // The soak: an edit moved node 0's claim to node 2, which gave it back (deleted it); node 0's
+    // publication was then deleted by hand, and node 2, finding the block claimed and published by
+    // nobody before node 0 claimed it again, claimed it and handed out node 0's .8.
+    const fake = await startFakeKubeApi({ crds: 'deploy' });
+    const notices: string[] = [];
+    const n1 = await tiered('kube-edit-n1', undefined, { fake });
+    const n2 = await tiered('kube-edit-n2', undefined, { fake, notice: (m) => notices.push(m) });
+    try {
+      const r = rangesOf({ range: '10.38.0.0/27', block_size: 28, network_name: 'tiered-kube-edit' }); // two blocks
+      const n1Allocator = new Allocator({ store: n1, clock, node: 'kube-edit-n1', blocks: true });
+      const [held] = await n1Allocator.allocate({ owner: owner('edit-a'), ranges: r });
+      const key = held?.allocation.pool ?? '';
+      await n1.flush(); // its publication lists edit-a
+      const n2Allocator = new Allocator({ store: n2, clock, node: 'kube-edit-n2', blocks: true });
+      const other = rangesOf({ range: '10.39.0.0/28', block_size: 28, network_name: 'tiered-kube-edit-2' });
+      await n2Allocator.allocate({ owner: owner('edit-first'), ranges: other }); // n2 serving, its file compared
+      assert.ok(
+        fake.editObject('warrenblocks', blockName(key), (o) => {
+          o.metadata.labels = { ...(o.metadata.labels ?? {}), [NODE_LABEL]: labelValue('kube-edit-n2') };
+          (o.spec as Record<string, unknown>).node = 'kube-edit-n2';
+        }),
+      );
+      await n2.check(); // n2 never made the claim: it gives it back
+      assert.ok(
+        notices.some((m) => m.includes(`block ${key}`) && m.includes('never recorded claiming it')),
+        notices.join('\n'),
+      );
+      assert.ok(fake.deleteObject('warrenblockpublications', blockName(key))); // `kubectl delete` of n1's publication
+      const [theirs] = await n2Allocator.allocate({ owner: owner('edit-x'), ranges: r });
+      assert.notEqual(
+        theirs?.allocation.pool,
+        key,
+        `${theirs?.allocation.address} is not in n1's block (n1 holds ${held?.allocation.address})`,
+      );
+      assert.equal((await n1.tier.claimOf(key))?.node, 'kube-edit-n1', 'the claim given back to its owner');
+      await n1.check(); // the owner finds it standing for it again, and publishes it again
+      await n1.flush();
+      const [next] = await n1Allocator.allocate({ owner: owner('edit-b'), ranges: r });
+      assert.equal(next?.allocation.pool, key, 'the owner hands out in it again');
     } finally {
       await n2.close();
       await n1.close();
