@@ -2,16 +2,19 @@
  * What `--store etcd` opens (src/store/etcd-tier/tiered.ts: the node's SQLite file beside the
  * etcd tier, the identity checked and the old layout moved at open), on real etcd members: the
  * Store contract, how it refuses bad endpoints and files and fails fast when nothing listens,
- * mutual TLS, membership, and what it does when etcd lost its data (its data directory wiped):
- * claims and publication stop, ping says why, and nothing is claimed into the empty store.
+ * mutual TLS, membership, a claim key rewritten by hand to name another node (given back to its
+ * owner), and what it does when etcd lost its data (its data directory wiped): claims and
+ * publication stop, ping says why, and nothing is claimed into the empty store.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Etcd3 } from 'etcd3';
+import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import type { EtcdClientOptions } from '../../../src/store/etcd-tier/client.ts';
+import { blockRecord, claimValue, nodeIndex, publishedRecord } from '../../../src/store/etcd-tier/kv.ts';
 import { openEtcdTier } from '../../../src/store/etcd-tier/tier.ts';
 import { type EtcdTieredStore, openEtcdTiered } from '../../../src/store/etcd-tier/tiered.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
@@ -19,6 +22,7 @@ import type { Store } from '../../../src/store/store.ts';
 import { type EtcdCluster, freePort, makeTls, startEtcd } from '../../helpers/etcd.ts';
 import { tempDir, waitFor } from '../../helpers/processes.ts';
 import { storeConformance } from '../conformance.ts';
+import { owner, rangesOf } from '../tiered/nodes.ts';
 
 let etcd: EtcdCluster;
 before(async () => {
@@ -153,6 +157,60 @@ describe('the etcd store as opened', () => {
     } finally {
       await store.close();
       await observer.close();
+    }
+  });
+});
+
+describe('the etcd store: a claim key rewritten by hand to name another node', () => {
+  it("never hands out another node's addresses after it gives the claim back and the owner's publication is deleted", async () => {
+    // As the soak found on kubernetes (seed 3839 step 18423): deleted, the claim left only the owner's
+    // publication between its addresses and another claimer, and that was deleted by hand too.
+    const prefix = `/edited-${process.pid}/`;
+    const notices: string[] = [];
+    const n1 = await open({ prefix, path: join(tempDir(), 'n1.db') }, { node: 'edit-n1' });
+    const n2 = await open(
+      { prefix, path: join(tempDir(), 'n2.db') },
+      { node: 'edit-n2', notice: (m) => notices.push(m) },
+    );
+    const raw = new Etcd3({ hosts: etcd.endpoints });
+    try {
+      const r = rangesOf({ range: '10.57.0.0/27', block_size: 28, network_name: 'etcd-edit' }); // two blocks
+      const n1Allocator = new Allocator({ store: n1, clock, node: 'edit-n1', blocks: true });
+      const [held] = await n1Allocator.allocate({ owner: owner('edit-a'), ranges: r });
+      const key = held?.allocation.pool ?? '';
+      await n1.flush(); // its publication lists edit-a
+      const n2Allocator = new Allocator({ store: n2, clock, node: 'edit-n2', blocks: true });
+      const other = rangesOf({ range: '10.58.0.0/28', block_size: 28, network_name: 'etcd-edit-2' });
+      await n2Allocator.allocate({ owner: owner('edit-first'), ranges: other }); // n2 serving, its file compared
+      await raw.stm().transact(async (tx) => {
+        await tx.put(`${prefix}${blockRecord(key)}`).value(claimValue('edit-n2'));
+        await tx.delete().key(`${prefix}${nodeIndex('edit-n1', key)}`);
+        await tx.put(`${prefix}${nodeIndex('edit-n2', key)}`).value('');
+      });
+      await n2.check(); // n2 never made the claim: it gives it back
+      assert.ok(
+        notices.some((m) => m.includes(`block ${key}`) && m.includes('never recorded claiming it')),
+        notices.join('\n'),
+      );
+      await raw.delete().key(`${prefix}${publishedRecord(key)}`); // `etcdctl del` of n1's publication
+      const [theirs] = await n2Allocator.allocate({ owner: owner('edit-x'), ranges: r });
+      assert.notEqual(
+        theirs?.allocation.pool,
+        key,
+        `${theirs?.allocation.address} is not in n1's block (n1 holds ${held?.allocation.address})`,
+      );
+      assert.deepEqual(
+        JSON.parse((await raw.get(`${prefix}${blockRecord(key)}`).string()) ?? '{}'),
+        { node: 'edit-n1' },
+        'the claim given back to its owner',
+      );
+      await n1.check(); // the owner finds it standing for it again
+      const [next] = await n1Allocator.allocate({ owner: owner('edit-b'), ranges: r });
+      assert.equal(next?.allocation.pool, key, 'the owner hands out in it again');
+    } finally {
+      raw.close();
+      await n2.close();
+      await n1.close();
     }
   });
 });
