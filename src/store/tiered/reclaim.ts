@@ -8,7 +8,7 @@
  *   tier's create-by-name: of this node and any other claimer, exactly one wins), so no other node
  *   takes it and hands its addresses out a second time; and published again (`republish`);
  * - a claim that stands for this node again (handed back by the node it was edited to name:
- *   tiered/stray-claims.ts) is held again, as it stands;
+ *   tiered/stray-claims.ts) is held again, as it stands, and published again (`republish`);
  * - if another node's record stands there already, the block's whole range is halted on this node
  *   (TieredClaims.halted: ADD in it answers TRY_AGAIN naming why, and the store's ping fails so
  *   readiness and status say it): two nodes believe they hold one block, and only an operator can
@@ -205,10 +205,17 @@ export class ClaimKeeper {
       case 'held':
         claims.record(outcome.claim);
         this.#told.delete(key);
-        if (!outcome.again) return;
+        // Whatever took the claim away may have taken the publication too (deleted while the claim
+        // was not held here, its vanishing was dropped): written again either way.
+        this.#p.republish?.(key);
+        if (!outcome.again) {
+          this.#p.notice(
+            `the claim of block ${key} stands for node ${node} again in ${tier.description}: in use again`,
+          );
+          return;
+        }
         // The file's claim is this record now (stray-claims.ts tells the ones it did not make by it).
         this.#p.local.recordClaim?.(key, outcome.claim.uid);
-        this.#p.republish?.(key);
         this.#p.notice(
           `${gone} (deleted by someone, or the cluster's data went back): it holds addresses here, ` +
             `so node ${node} claimed it again`,

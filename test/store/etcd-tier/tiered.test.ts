@@ -187,6 +187,7 @@ describe('the etcd store: a claim key rewritten by hand to name another node', (
         await tx.delete().key(`${prefix}${nodeIndex('edit-n1', key)}`);
         await tx.put(`${prefix}${nodeIndex('edit-n2', key)}`).value('');
       });
+      await n1.check(); // n1 sees its claim taken: its range halts
       await n2.check(); // n2 never made the claim: it gives it back
       assert.ok(
         notices.some((m) => m.includes(`block ${key}`) && m.includes('never recorded claiming it')),
@@ -204,7 +205,9 @@ describe('the etcd store: a claim key rewritten by hand to name another node', (
         { node: 'edit-n1' },
         'the claim given back to its owner',
       );
-      await n1.check(); // the owner finds it standing for it again
+      await n1.check(); // the owner finds it standing for it again, and publishes it again
+      await n1.flush();
+      assert.ok(await raw.get(`${prefix}${publishedRecord(key)}`).string(), 'published again by its owner');
       const [next] = await n1Allocator.allocate({ owner: owner('edit-b'), ranges: r });
       assert.equal(next?.allocation.pool, key, 'the owner hands out in it again');
     } finally {

@@ -285,6 +285,7 @@ describe('TieredStore on the Kubernetes tier, a WarrenBlock edited by hand', () 
           (o.spec as Record<string, unknown>).node = 'kube-edit-n2';
         }),
       );
+      await n1.check(); // n1 sees its claim taken: its range halts
       await n2.check(); // n2 never made the claim: it gives it back
       assert.ok(
         notices.some((m) => m.includes(`block ${key}`) && m.includes('never recorded claiming it')),
@@ -300,8 +301,9 @@ describe('TieredStore on the Kubernetes tier, a WarrenBlock edited by hand', () 
       assert.equal((await n1.tier.claimOf(key))?.node, 'kube-edit-n1', 'the claim given back to its owner');
       await n1.check(); // the owner finds it standing for it again, and publishes it again
       await n1.flush();
+      assert.ok(fake.object('warrenblockpublications', blockName(key)), 'published again by its owner');
       const [next] = await n1Allocator.allocate({ owner: owner('edit-b'), ranges: r });
-      assert.equal(next?.allocation.pool, key, 'the owner hands out in it again');
+      assert.equal(next?.allocation.pool, key, 'the owner hands out in it again: its halt ended');
     } finally {
       await n2.close();
       await n1.close();
