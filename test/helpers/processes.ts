@@ -73,11 +73,18 @@ if (process.env.NODE_TEST_CONTEXT !== undefined && isTestFile(process.argv[1])) 
     setTimeout(() => {
       process.stderr.write(
         `test file ${relative(REPO, resolve(process.argv[1] ?? '?'))} still alive ${FILE_EXIT_GRACE_MS / 1000} s ` +
-          `after its tests ended: exiting, with its children\n`,
+          `after its tests ended (held by: ${heldBy()}): exiting, with its children\n`,
       );
       process.exit();
     }, FILE_EXIT_GRACE_MS).unref();
   });
+}
+
+/** What keeps this process alive, by kind and count ("TCPWRAP ×2, Timeout"): for the message above. */
+function heldBy(): string {
+  const kinds = new Map<string, number>();
+  for (const kind of process.getActiveResourcesInfo()) kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+  return [...kinds].map(([kind, n]) => (n === 1 ? kind : `${kind} ×${n}`)).join(', ') || 'nothing listed';
 }
 
 let watching = false;

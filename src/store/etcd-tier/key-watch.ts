@@ -148,8 +148,9 @@ export class EtcdKeyWatch {
     this.#listeners.clear();
     this.#syncedListeners.clear();
     this.#abort.abort();
-    // A watcher etcd ended is no longer the client's: cancelling it would wait for an end that never comes.
-    if (watcher !== undefined && watcher.id !== null) void watcher.cancel().catch(() => undefined);
+    // Not awaited: a watcher etcd ended would wait for an end that never comes. One the stream lost
+    // (no id) is dropped from the client's list at once, else the client reconnects it forever.
+    if (watcher !== undefined) void watcher.cancel().catch(() => undefined);
   }
 
   async #run(signal: AbortSignal): Promise<void> {

@@ -13,9 +13,12 @@
  * - readiness (`ping`) sends nothing while the identity and the announcement are followed;
  * - the address spaces' watch tells another node's admission retiring a range before any check;
  * - a view of the address requests outlives a compaction the same way: what changed while it was
- *   cut is in it, and so is what changes after.
+ *   cut is in it, and so is what changes after;
+ * - a watch closed after it lost its stream (etcd stopped) leaves nothing holding the process open
+ *   (a child process, test/helpers/etcd-watch-closer.ts, ends by itself).
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Etcd3 } from 'etcd3';
@@ -26,7 +29,16 @@ import { type EtcdTieredStore, openEtcdTiered } from '../../../src/store/etcd-ti
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
 import { etcdRequests } from '../../helpers/etcd-metrics.ts';
-import { tempDir, waitFor } from '../../helpers/processes.ts';
+import {
+  CHILD_PATH,
+  REPO,
+  StopWaiting,
+  killAndWait,
+  tempDir,
+  track,
+  untilReady,
+  waitFor,
+} from '../../helpers/processes.ts';
 import { type TcpCut, startTcpCut } from '../../helpers/tcp-cut.ts';
 
 const HOUR_MS = 3_600_000;
@@ -298,6 +310,42 @@ describe('the address requests a node follows', () => {
       await follower.close();
       await asker.close();
       await relay.stop();
+    }
+  });
+});
+
+describe('the etcd tier closed after its watch stream broke', () => {
+  it('leaves nothing holding the process open: no watcher left for the client to reconnect forever', async () => {
+    // The etcd client kept a watcher that had lost its stream (no watch id) after the tier closed its watch, and
+    // tried to reconnect it on its backoff for ever: test files outlived their tests by 30 s, an agent's stop waited.
+    const own = await startEtcd(1);
+    const closer = join(REPO, 'test', 'helpers', 'etcd-watch-closer.ts');
+    const args = [closer, own.endpoints[0] ?? '', `/closer-${process.pid}/`];
+    const child = track(
+      spawn(process.execPath, args, { env: { PATH: CHILD_PATH }, stdio: ['pipe', 'pipe', 'inherit'] }),
+    );
+    let out = '';
+    child.stdout?.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    try {
+      await untilReady(child, () =>
+        waitFor('the child to watch', () => {
+          if (child.exitCode !== null) throw new StopWaiting(`the child exited with ${child.exitCode}`);
+          return out.includes('synced') ? true : undefined;
+        }),
+      );
+      await own.stop(); // the client's watch stream breaks: its watchers lose their ids
+      child.stdin?.write('close\n');
+      await waitFor('the child to close its watch and tier', () => (out.includes('closed') ? true : undefined));
+      const ended = await waitFor('the child to end by itself', () =>
+        child.exitCode === null && child.signalCode === null ? undefined : true,
+      ).catch((error: unknown) => String(error));
+      assert.equal(ended, true, 'nothing the close left open holds the process');
+      assert.equal(child.exitCode, 0);
+    } finally {
+      await killAndWait(child);
+      await own.stop();
     }
   });
 });
