@@ -10,7 +10,6 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Etcd3 } from 'etcd3';
-import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import type { EtcdClientOptions } from '../../../src/store/etcd-tier/client.ts';
@@ -22,7 +21,7 @@ import type { Store } from '../../../src/store/store.ts';
 import { type EtcdCluster, freePort, makeTls, startEtcd } from '../../helpers/etcd.ts';
 import { tempDir, waitFor } from '../../helpers/processes.ts';
 import { storeConformance } from '../conformance.ts';
-import { owner, rangesOf } from '../tiered/nodes.ts';
+import { claimEditedThenPublicationDeleted } from '../tiered/edited-claim.ts';
 
 let etcd: EtcdCluster;
 before(async () => {
@@ -174,42 +173,25 @@ describe('the etcd store: a claim key rewritten by hand to name another node', (
     );
     const raw = new Etcd3({ hosts: etcd.endpoints });
     try {
-      const r = rangesOf({ range: '10.57.0.0/27', block_size: 28, network_name: 'etcd-edit' }); // two blocks
-      const n1Allocator = new Allocator({ store: n1, clock, node: 'edit-n1', blocks: true });
-      const [held] = await n1Allocator.allocate({ owner: owner('edit-a'), ranges: r });
-      const key = held?.allocation.pool ?? '';
-      await n1.flush(); // its publication lists edit-a
-      const n2Allocator = new Allocator({ store: n2, clock, node: 'edit-n2', blocks: true });
-      const other = rangesOf({ range: '10.58.0.0/28', block_size: 28, network_name: 'etcd-edit-2' });
-      await n2Allocator.allocate({ owner: owner('edit-first'), ranges: other }); // n2 serving, its file compared
-      await raw.stm().transact(async (tx) => {
-        await tx.put(`${prefix}${blockRecord(key)}`).value(claimValue('edit-n2'));
-        await tx.delete().key(`${prefix}${nodeIndex('edit-n1', key)}`);
-        await tx.put(`${prefix}${nodeIndex('edit-n2', key)}`).value('');
+      await claimEditedThenPublicationDeleted({
+        clock,
+        n1: { store: n1, node: 'edit-n1' },
+        n2: { store: n2, node: 'edit-n2' },
+        notices,
+        range: '10.57.0.0/27',
+        otherRange: '10.58.0.0/28',
+        async editClaim(key, to) {
+          await raw.stm().transact(async (tx) => {
+            await tx.put(`${prefix}${blockRecord(key)}`).value(claimValue(to));
+            await tx.delete().key(`${prefix}${nodeIndex('edit-n1', key)}`);
+            await tx.put(`${prefix}${nodeIndex(to, key)}`).value('');
+          });
+        },
+        async deletePublication(key) {
+          await raw.delete().key(`${prefix}${publishedRecord(key)}`);
+        },
+        published: async (key) => (await raw.get(`${prefix}${publishedRecord(key)}`).string()) !== null,
       });
-      await n1.check(); // n1 sees its claim taken: its range halts
-      await n2.check(); // n2 never made the claim: it gives it back
-      assert.ok(
-        notices.some((m) => m.includes(`block ${key}`) && m.includes('never recorded claiming it')),
-        notices.join('\n'),
-      );
-      await raw.delete().key(`${prefix}${publishedRecord(key)}`); // `etcdctl del` of n1's publication
-      const [theirs] = await n2Allocator.allocate({ owner: owner('edit-x'), ranges: r });
-      assert.notEqual(
-        theirs?.allocation.pool,
-        key,
-        `${theirs?.allocation.address} is not in n1's block (n1 holds ${held?.allocation.address})`,
-      );
-      assert.deepEqual(
-        JSON.parse((await raw.get(`${prefix}${blockRecord(key)}`).string()) ?? '{}'),
-        { node: 'edit-n1' },
-        'the claim given back to its owner',
-      );
-      await n1.check(); // the owner finds it standing for it again, and publishes it again
-      await n1.flush();
-      assert.ok(await raw.get(`${prefix}${publishedRecord(key)}`).string(), 'published again by its owner');
-      const [next] = await n1Allocator.allocate({ owner: owner('edit-b'), ranges: r });
-      assert.equal(next?.allocation.pool, key, 'the owner hands out in it again');
     } finally {
       raw.close();
       await n2.close();

@@ -21,6 +21,7 @@ import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { Store } from '../../../src/store/store.ts';
 import { TieredStore } from '../../../src/store/tiered/store.ts';
 import { claimAgain } from '../../../src/store/tiered/claim-again.ts';
+import { claimEditedThenPublicationDeleted } from './edited-claim.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { tempDir, waitFor } from '../../helpers/processes.ts';
 import { storeConformance } from '../conformance.ts';
@@ -271,39 +272,25 @@ describe('TieredStore on the Kubernetes tier, a WarrenBlock edited by hand', () 
     const n1 = await tiered('kube-edit-n1', undefined, { fake });
     const n2 = await tiered('kube-edit-n2', undefined, { fake, notice: (m) => notices.push(m) });
     try {
-      const r = rangesOf({ range: '10.38.0.0/27', block_size: 28, network_name: 'tiered-kube-edit' }); // two blocks
-      const n1Allocator = new Allocator({ store: n1, clock, node: 'kube-edit-n1', blocks: true });
-      const [held] = await n1Allocator.allocate({ owner: owner('edit-a'), ranges: r });
-      const key = held?.allocation.pool ?? '';
-      await n1.flush(); // its publication lists edit-a
-      const n2Allocator = new Allocator({ store: n2, clock, node: 'kube-edit-n2', blocks: true });
-      const other = rangesOf({ range: '10.39.0.0/28', block_size: 28, network_name: 'tiered-kube-edit-2' });
-      await n2Allocator.allocate({ owner: owner('edit-first'), ranges: other }); // n2 serving, its file compared
-      assert.ok(
-        fake.editObject('warrenblocks', blockName(key), (o) => {
-          o.metadata.labels = { ...(o.metadata.labels ?? {}), [NODE_LABEL]: labelValue('kube-edit-n2') };
-          (o.spec as Record<string, unknown>).node = 'kube-edit-n2';
-        }),
-      );
-      await n1.check(); // n1 sees its claim taken: its range halts
-      await n2.check(); // n2 never made the claim: it gives it back
-      assert.ok(
-        notices.some((m) => m.includes(`block ${key}`) && m.includes('never recorded claiming it')),
-        notices.join('\n'),
-      );
-      assert.ok(fake.deleteObject('warrenblockpublications', blockName(key))); // `kubectl delete` of n1's publication
-      const [theirs] = await n2Allocator.allocate({ owner: owner('edit-x'), ranges: r });
-      assert.notEqual(
-        theirs?.allocation.pool,
-        key,
-        `${theirs?.allocation.address} is not in n1's block (n1 holds ${held?.allocation.address})`,
-      );
-      assert.equal((await n1.tier.claimOf(key))?.node, 'kube-edit-n1', 'the claim given back to its owner');
-      await n1.check(); // the owner finds it standing for it again, and publishes it again
-      await n1.flush();
-      assert.ok(fake.object('warrenblockpublications', blockName(key)), 'published again by its owner');
-      const [next] = await n1Allocator.allocate({ owner: owner('edit-b'), ranges: r });
-      assert.equal(next?.allocation.pool, key, 'the owner hands out in it again: its halt ended');
+      await claimEditedThenPublicationDeleted({
+        clock,
+        n1: { store: n1, node: 'kube-edit-n1' },
+        n2: { store: n2, node: 'kube-edit-n2' },
+        notices,
+        range: '10.38.0.0/27',
+        otherRange: '10.39.0.0/28',
+        async editClaim(key, to) {
+          const edited = fake.editObject('warrenblocks', blockName(key), (o) => {
+            o.metadata.labels = { ...(o.metadata.labels ?? {}), [NODE_LABEL]: labelValue(to) };
+            (o.spec as Record<string, unknown>).node = to;
+          });
+          assert.ok(edited, `the claim of ${key} edited`);
+        },
+        async deletePublication(key) {
+          assert.ok(fake.deleteObject('warrenblockpublications', blockName(key)));
+        },
+        published: async (key) => fake.object('warrenblockpublications', blockName(key)) !== undefined,
+      });
     } finally {
       await n2.close();
       await n1.close();
