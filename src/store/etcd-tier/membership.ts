@@ -131,7 +131,10 @@ export class EtcdMembership implements Membership {
     // Only a store that lost its data lacks what this node held; a name taken over lost nothing. A
     // node the recovery marker waits for lost its claims made since the backup all the same, though it
     // may not have noticed (started again since, or stopped by the marker before it read the store).
-    const lost = this.#o.continuity.halted()?.kind === 'store-lost';
+    const halt = this.#o.continuity.halted();
+    const lost = halt?.kind === 'store-lost';
+    // On the marker first, should no look have written it yet (recovery.ts `RecoveryJoin` says why).
+    if (lost) await this.#recoveryJoin.keep({ halt, node: announced.node, recovery: await this.#o.recovery.read() });
     this.#o.continuity.accept();
     // The announcement first: an accept that another live instance's announcement refuses writes nothing.
     await this.#claim();

@@ -156,9 +156,10 @@ export class LeaseMembership implements Membership {
     const a = this.#announced;
     if (a === undefined)
       throw new WarrenError('TRY_AGAIN', 'this agent has not announced a node yet: there is nothing to accept');
-    // Claims lost: the store lost its data, or its marker waits for this node (started since, unaware).
-    const lost =
-      this.#o.continuity.halted()?.kind === 'store-lost' || this.#o.state.recovery()?.pending.includes(a.node);
+    const halt = this.#o.continuity.halted(); // claims lost: the store lost its data, or the marker waits for it
+    const lost = halt?.kind === 'store-lost' || this.#o.state.recovery()?.pending.includes(a.node);
+    // On the marker first, should no look have written it yet (recovery.ts `RecoveryJoin` says why).
+    if (halt?.kind === 'store-lost') await this.#recoveryJoin.keep({ halt, node: a.node, recovery: this.recovery() });
     this.#o.continuity.accept();
     this.#held = undefined;
     await this.#claim();

@@ -96,6 +96,11 @@ export function reasonOf(message: string): string {
  *   it. In a recovery that other claim is most often one the restore brought back, and its node would
  *   hand out these addresses once the recovery ended without this one. With no recovery under way the
  *   halt stays the node's own (most often its own file went back and holds addresses long released).
+ * An accept of a halt of the first kind writes it first, as a look would have, should none have run
+ * since the halt: an operator (or a script) that accepts at once otherwise cleared the halt before
+ * its node was ever on the marker, and a conflict of that accept then held no other node back (found
+ * by the soak, kubernetes seed 3839 step 37062: another node gave back the claim a restore brought
+ * back, claimed the block afresh and handed out two addresses this node's containers held).
  * Anything else writes nothing.
  */
 export class RecoveryJoin {

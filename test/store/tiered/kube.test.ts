@@ -262,6 +262,64 @@ describe('TieredStore on the Kubernetes tier, its API server gone back', () => {
   });
 });
 
+describe('TieredStore on the Kubernetes tier, accepted at once after a restore', () => {
+  it('holds every node back while its accept names a conflict, though no look wrote the marker first (soak, kubernetes seed 3839 step 37062)', async () => {
+    // The soak: the operator accepted node 1 the moment its agent saw the restore, before any look had put the loss
+    // on the recovery marker; its accept could not claim its block again (node 2's claim, brought back by the
+    // restore, stood there), but no marker held the others back: node 2 gave that claim back unused, claimed the
+    // block afresh and handed out .33 and .36, which node 1's containers held.
+    const fake = await startFakeKubeApi({ crds: 'deploy' });
+    const path2 = join(tempDir(), 'warren.db');
+    const n1 = await tiered('kube-first-n1', undefined, { fake });
+    let n2 = await tiered('kube-first-n2', path2, { fake });
+    try {
+      const r = rangesOf({ range: '10.36.0.0/28', block_size: 28, network_name: 'tiered-kube-first' }); // one block
+      const first = new Allocator({ store: n2, clock, node: 'kube-first-n2', blocks: true });
+      const [gone] = await first.allocate({ owner: owner('first-x'), ranges: r });
+      const key = gone?.allocation.pool ?? '';
+      await first.release(owner('first-x'));
+      await n2.flush(); // n2 holds the block, empty
+      const snapshot = fake.snapshot();
+      // n2 gives it up (its claim and publication deleted by hand, its file told at its check): free for n1.
+      assert.ok(fake.deleteObject('warrenblocks', blockName(key)));
+      assert.ok(fake.deleteObject('warrenblockpublications', blockName(key)));
+      await n2.check();
+      await n2.close();
+      for (let i = 0; i < 100; i++) fake.createNamespace(`first-pad-${i}`); // writes the restore takes back
+      const membership = n1.cluster.membership;
+      await membership.announce('kube-first-n1', { since: 1, version: 'test', instance: 'i-first' });
+      n1.start();
+      const [held] = await new Allocator({ store: n1, clock, node: 'kube-first-n1', blocks: true }).allocate({
+        owner: owner('first-a'),
+        ranges: r,
+      });
+      assert.equal(held?.allocation.pool, key, 'n1 claimed the block n2 gave up');
+      fake.restoreSnapshot(snapshot); // n2's claim back, n1's gone
+      await waitFor('n1 to halt', () => membership.halted() ?? void clock.advance(1000));
+      const report = await membership.accept(); // at once: no look has put the loss on the marker
+      assert.ok(
+        report.conflicts.some((c) => c.startsWith(`block ${key} was not claimed again`)),
+        report.conflicts.join('\n'),
+      );
+      // What every agent honours (agent/cluster/upkeep.ts: no ADD while the marker stands): n2's too, when it
+      // starts again on its file and would give that claim back and claim the block afresh.
+      const spec = fake.object('warrenclusterstates', 'store', 'warren-system')?.spec as
+        | { recovery?: { pending?: string[] } }
+        | undefined;
+      assert.ok(spec?.recovery?.pending?.includes('kube-first-n1'), `the marker waits for n1: ${JSON.stringify(spec)}`);
+      n2 = await tiered('kube-first-n2', path2, { fake }); // n2's agent again, on its file
+      const m2 = n2.cluster.membership;
+      await m2.announce('kube-first-n2', { since: 2, version: 'test', instance: 'i-first-2' });
+      await m2.keepRecovery(); // the agent's first look
+      assert.ok(m2.recovery()?.pending.includes('kube-first-n1'), 'n2 allocates nothing until n1 accepts again');
+    } finally {
+      await n2.close();
+      await n1.close();
+      await fake.stop();
+    }
+  });
+});
+
 describe('TieredStore on the Kubernetes tier, a WarrenBlock edited by hand', () => {
   it("never hands out another node's addresses after it gives back a claim edited to name it and the owner's publication is deleted (soak, kubernetes seed 3839 step 18423)", async () => {
     // The soak: an edit moved node 0's claim to node 2, which gave it back (deleted it); node 0's
