@@ -85,7 +85,7 @@ export async function giveBackUnrecorded(
     : (resurrected(published, node, file) ??
       "claimed just before its agent stopped, or brought back by a restore of the cluster's data");
   // The owner's publication says its containers may hold addresses there: the claim is the owner's.
-  const owner = other ? (await claimRefusal(tier, claim.key, node, { published }))?.owner : undefined;
+  const owner = (await claimRefusal(tier, claim.key, node, { published }))?.owner; // none for its own, a loan, or none
   const outcome = owner === undefined ? await tier.unclaim(claim) : await handBack(tier, claim, owner);
   // Conflict: the file moved meanwhile (judged again at the next look, the claim gone by then).
   if (file.affinity === node && outcome !== 'changed')
